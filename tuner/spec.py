@@ -1,0 +1,354 @@
+"""ExperimentSpec: the one schema of a sweep.
+
+The YAML file format, the REST request body, the OpenAPI/JSON schema and the
+MLflow params all come from the models in this module. It imports neither Ray
+nor FastAPI, so every process (CLI, API, driver) can load and check a spec.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tuner.search_spaces import Domain
+
+ALGORITHMS: tuple[str, ...] = ("PPO", "APPO", "IMPALA", "DQN", "SAC")
+PRESETS: tuple[str, ...] = (
+    "Double_DQN",
+    "Dueling_DQN",
+    "DQN_PER",
+    "Noisy_DQN",
+    "DQN_C51",
+    "Rainbow_DQN",
+)
+AlgorithmName = Literal[
+    "PPO",
+    "APPO",
+    "IMPALA",
+    "DQN",
+    "SAC",
+    "Double_DQN",
+    "Dueling_DQN",
+    "DQN_PER",
+    "Noisy_DQN",
+    "DQN_C51",
+    "Rainbow_DQN",
+]
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# A gymnasium id ("CartPole-v1", "ALE/Pong-v5") or "package.module:ClassOrFactory".
+GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$")
+IMPORT_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+# Stop keys of the spec -> flattened keys of an RLlib (new API stack) result.
+STOP_RESULT_KEYS: dict[str, str] = {
+    "episode_return_mean": "env_runners/episode_return_mean",
+    "timesteps_total": "num_env_steps_sampled_lifetime",
+    "training_iteration": "training_iteration",
+    "time_total_s": "time_total_s",
+}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class SearchSpec(_Model):
+    """How hyperparameters are sampled."""
+
+    method: Literal["grid", "random", "optuna"] = Field(
+        "random",
+        description="grid: cartesian product of all `grid` values, repeated num_samples "
+        "times; random: num_samples independent draws; optuna: num_samples trials "
+        "suggested by Optuna's TPE sampler (seeded by the spec seed).",
+    )
+    num_samples: int = Field(
+        4,
+        ge=1,
+        le=10000,
+        description="Number of trials (random/optuna) or repetitions of the grid (grid).",
+    )
+    space: dict[str, Domain] | None = Field(
+        None,
+        description="Hyperparameters to search, keyed by RLlib config name (`lr`, `gamma`, "
+        "`lambda`, ...) or `model.<key>` for the RLModule model_config. Omitted: the "
+        "algorithm's default search space (tuner/search_spaces/defaults.yaml).",
+    )
+
+    @model_validator(mode="after")
+    def _grid_only_with_grid(self) -> SearchSpec:
+        if self.method != "grid" and self.space:
+            for key, dom in self.space.items():
+                if dom.kind == "grid":
+                    raise ValueError(
+                        f"space.{key}: `grid` values need search.method 'grid' "
+                        f"(method is {self.method!r}); use `choice` instead"
+                    )
+        return self
+
+
+class SchedulerSpec(_Model):
+    """Trial scheduler (early stopping / population based training)."""
+
+    type: Literal["fifo", "asha", "median", "pbt"] = Field(
+        "fifo", description="fifo runs every trial to its stop criteria; asha and median "
+        "stop poor trials early; pbt perturbs hyperparameters from the search space."
+    )
+    time_attr: Literal["training_iteration", "num_env_steps_sampled_lifetime", "time_total_s"] = (
+        Field("training_iteration", description="Result key that measures a trial's progress.")
+    )
+    grace_period: int = Field(1, ge=1, description="asha/median: progress before a trial "
+                              "may be stopped.")
+    max_t: int = Field(100, ge=1, description="asha: the most progress any trial gets.")
+    reduction_factor: float = Field(3.0, gt=1, description="asha: halving rate.")
+    perturbation_interval: int = Field(2, ge=1, description="pbt: progress between "
+                                       "perturbations.")
+
+    @model_validator(mode="after")
+    def _grace_below_max(self) -> SchedulerSpec:
+        if self.type == "asha" and self.grace_period > self.max_t:
+            raise ValueError(
+                f"grace_period ({self.grace_period}) must be <= max_t ({self.max_t})"
+            )
+        return self
+
+
+class StopSpec(_Model):
+    """When a trial (or the whole sweep) ends. A trial stops at the first criterion met."""
+
+    episode_return_mean: float | None = Field(
+        None, description="Stop a trial once env_runners/episode_return_mean >= this."
+    )
+    timesteps_total: int | None = Field(
+        None, ge=1, description="Stop a trial after this many env steps sampled."
+    )
+    training_iteration: int | None = Field(
+        None, ge=1, description="Stop a trial after this many training iterations."
+    )
+    time_total_s: float | None = Field(
+        None, gt=0, description="Stop a trial after this much training wall time (s)."
+    )
+    time_budget_s: float | None = Field(
+        None, gt=0, description="Wall-time budget of the whole sweep (s)."
+    )
+    stop_on_target: bool = Field(
+        False,
+        description="End the whole sweep as soon as any trial reaches episode_return_mean.",
+    )
+
+    @model_validator(mode="after")
+    def _target_needs_threshold(self) -> StopSpec:
+        if self.stop_on_target and self.episode_return_mean is None:
+            raise ValueError("stop_on_target needs stop.episode_return_mean")
+        return self
+
+    def trial_criteria(self) -> dict[str, float]:
+        """Per-trial criteria as flattened RLlib result keys (Tune matches them with >=)."""
+        out: dict[str, float] = {}
+        for key, result_key in STOP_RESULT_KEYS.items():
+            value = getattr(self, key)
+            if value is not None:
+                out[result_key] = value
+        return out
+
+
+class ResourcesSpec(_Model):
+    """Resources of one trial; each trial gets its own placement group built from them."""
+
+    num_env_runners: int = Field(
+        0, ge=0, le=1024, description="Remote env runner actors (0: sample in the trial's "
+        "main process, the cheapest on a laptop)."
+    )
+    num_envs_per_env_runner: int = Field(1, ge=1, le=1024, description="Vectorized envs "
+                                         "per env runner.")
+    num_cpus_per_env_runner: float = Field(1, gt=0, description="CPUs per env runner.")
+    num_gpus_per_env_runner: float = Field(0, ge=0, description="GPUs per env runner "
+                                           "(fractions share a GPU).")
+    num_learners: int = Field(0, ge=0, le=1024, description="Remote learner actors (0: "
+                              "learn in the trial's main process).")
+    num_gpus_per_learner: float = Field(
+        0, ge=0, description="GPUs per learner; a fraction such as 0.25 lets four trials "
+        "share one GPU."
+    )
+    num_cpus_for_main_process: float = Field(1, gt=0, description="CPUs of the trial's "
+                                             "main (algorithm) process.")
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
+        "PACK", description="Ray placement-group strategy of each trial's bundles."
+    )
+
+    @field_validator("num_gpus_per_learner", "num_gpus_per_env_runner")
+    @classmethod
+    def _fraction_or_whole(cls, v: float) -> float:
+        if v > 1 and v != int(v):
+            raise ValueError(f"must be a fraction <= 1 or a whole number, got {v}")
+        return v
+
+
+class CheckpointSpec(_Model):
+    """Checkpointing of trials."""
+
+    frequency: int = Field(0, ge=0, description="Checkpoint every N iterations (0: never "
+                           "periodically).")
+    at_end: bool = Field(True, description="Checkpoint when a trial ends.")
+    num_to_keep: int | None = Field(2, ge=1, description="Checkpoints kept per trial "
+                                    "(best by score_attribute); null keeps all.")
+    score_attribute: str | None = Field(
+        None, description="Result key that ranks checkpoints; defaults to the spec metric."
+    )
+
+
+class EvaluationSpec(_Model):
+    """Periodic evaluation with deterministic actions."""
+
+    interval: int | None = Field(None, ge=1, description="Evaluate every N iterations.")
+    duration: int = Field(10, ge=1, description="Episodes per evaluation.")
+
+
+class ExperimentSpec(_Model):
+    """One sweep: an RLlib algorithm on an environment over a search space."""
+
+    name: str = Field(..., description="Sweep name; also the MLflow experiment name. "
+                      "Letters, digits, '_', '.', '-' (at most 64).")
+    algorithm: AlgorithmName = Field(
+        ..., description="RLlib algorithm (PPO APPO IMPALA DQN SAC) or a named preset "
+        "(Double_DQN Dueling_DQN DQN_PER Noisy_DQN DQN_C51 Rainbow_DQN)."
+    )
+    env: str = Field(..., description="A registered gymnasium id, or "
+                     "'package.module:ClassOrFactory' (called with env_config).")
+    env_config: dict[str, Any] = Field(default_factory=dict, description="Passed to the env "
+                                       "constructor / factory (gym.make kwargs for ids).")
+    config: dict[str, Any] = Field(default_factory=dict, description="Fixed RLlib settings "
+                                   "under RLlib's own names; they override preset values.")
+    model: dict[str, Any] = Field(default_factory=dict, description="RLModule model_config "
+                                  "(fcnet_hiddens, fcnet_activation, conv_filters, ...).")
+    search: SearchSpec = Field(default_factory=SearchSpec, description="Search method "
+                               "and space.")
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec, description="Trial "
+                                     "scheduler.")
+    metric: str = Field("env_runners/episode_return_mean", description="Flattened result "
+                        "key that ranks trials.")
+    mode: Literal["max", "min"] = Field("max", description="Whether the metric is "
+                                        "maximised or minimised.")
+    stop: StopSpec = Field(default_factory=StopSpec, description="Stop criteria.")
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec, description="Per-trial "
+                                     "resources.")
+    max_concurrent_trials: int | None = Field(None, ge=1, description="Trials running at "
+                                              "once (default: as many as fit).")
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="Checkpoints.")
+    evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec, description="Evaluation.")
+    seed: int = Field(0, ge=0, lt=2**31, description="Base seed; trial i gets "
+                      "seed + i (recorded with the trial).")
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not a valid name: use letters, digits, '_', '.', '-' "
+                "(at most 64, starting with a letter or digit)"
+            )
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _safe_env(cls, v: str) -> str:
+        if ":" in v:
+            if not IMPORT_PATH_RE.match(v):
+                raise ValueError(f"{v!r} is not 'package.module:Name'")
+        elif not GYM_ID_RE.match(v) or ".." in v:
+            raise ValueError(f"{v!r} is not a gymnasium id such as 'CartPole-v1'")
+        return v
+
+    @field_validator("metric")
+    @classmethod
+    def _metric_key(cls, v: str) -> str:
+        if not re.match(r"^[A-Za-z0-9_/.-]{1,200}$", v):
+            raise ValueError(f"{v!r} is not a result key such as "
+                             "'env_runners/episode_return_mean'")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> ExperimentSpec:
+        if self.scheduler.type == "pbt" and self.search.method == "optuna":
+            raise ValueError("scheduler.type 'pbt' cannot be combined with search.method "
+                             "'optuna'")
+        if self.metric.startswith("evaluation/") and not self.evaluation.interval:
+            raise ValueError(f"metric {self.metric!r} needs evaluation.interval")
+        return self
+
+    @property
+    def base_algorithm(self) -> str:
+        """The RLlib algorithm behind a preset (Rainbow_DQN -> DQN)."""
+        return "DQN" if self.algorithm in PRESETS else self.algorithm
+
+    def to_yaml(self) -> str:
+        """The spec as YAML, exactly as it validates (defaults filled in)."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+class SpecIssue(BaseModel):
+    """One problem with a spec: the field path, what is wrong and the bad value."""
+
+    loc: str = Field(..., description="Dotted field path, e.g. search.space.lr.")
+    msg: str = Field(..., description="What is wrong.")
+    value: Any = Field(None, description="The offending value.")
+
+    def __str__(self) -> str:
+        shown = json.dumps(self.value, default=str)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        return f"{self.loc}: {self.msg} (got {shown})"
+
+
+class SpecError(ValueError):
+    """A spec failed validation; `issues` names each field and value."""
+
+    def __init__(self, issues: list[SpecIssue]) -> None:
+        self.issues = issues
+        super().__init__("; ".join(str(i) for i in issues))
+
+
+def issues_from_validation_error(err: ValidationError) -> list[SpecIssue]:
+    """Turns pydantic's errors into SpecIssues with dotted paths."""
+    out = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(spec)"
+        msg = e["msg"].removeprefix("Value error, ")
+        out.append(SpecIssue(loc=loc, msg=msg, value=e.get("input")))
+    return out
+
+
+def parse_spec(data: Any) -> ExperimentSpec:
+    """Validates a mapping as an ExperimentSpec; raises SpecError naming each field."""
+    if not isinstance(data, dict):
+        raise SpecError([SpecIssue(loc="(spec)", msg="a spec is a mapping of fields",
+                                   value=type(data).__name__)])
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(issues_from_validation_error(err)) from None
+
+
+def load_spec(path: str | Path) -> ExperimentSpec:
+    """Loads a spec from a YAML or JSON file; raises SpecError on any problem."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as err:
+        raise SpecError([SpecIssue(loc="(file)", msg=err.strerror or str(err),
+                                   value=str(p))]) from None
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        raise SpecError([SpecIssue(loc="(file)", msg=f"not valid YAML/JSON: {err}",
+                                   value=str(p))]) from None
+    return parse_spec(data)
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of the spec (the same one the REST API publishes)."""
+    return ExperimentSpec.model_json_schema()

@@ -1,0 +1,46 @@
+"""Everything that runs inside a sweep's driver: presets, envs, Tuner, callbacks.
+
+Nothing here imports FastAPI; the API reaches this package only through a
+driver process (`python -m tuner.trials <experiment-id>`).
+"""
+
+from tuner.trials._algorithms import (
+    TRAINABLES,
+    build_config,
+    fixed_settings,
+    presets,
+    trial_index,
+    trial_seed,
+)
+from tuner.trials._envs import check_env, make_env, register_env
+from tuner.trials._resources import check_fits, trial_resources
+from tuner.trials._run import ensure_ray, latest_run, run_sweep, summarise
+from tuner.trials._summary import BestTrial, SweepSummary, TrialView
+from tuner.trials._tuner import build_tuner, param_space, sampled_values
+from tuner.trials._validate import search_space, validate_spec
+
+__all__ = [
+    "TRAINABLES",
+    "BestTrial",
+    "SweepSummary",
+    "TrialView",
+    "build_config",
+    "build_tuner",
+    "check_env",
+    "check_fits",
+    "ensure_ray",
+    "fixed_settings",
+    "latest_run",
+    "make_env",
+    "param_space",
+    "presets",
+    "register_env",
+    "run_sweep",
+    "sampled_values",
+    "search_space",
+    "summarise",
+    "trial_index",
+    "trial_resources",
+    "trial_seed",
+    "validate_spec",
+]

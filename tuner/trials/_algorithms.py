@@ -1,0 +1,192 @@
+"""RLlib algorithms and presets: from a spec to an AlgorithmConfig and a trainable.
+
+The trainables are thin subclasses of RLlib's algorithms that add what a sweep
+needs and RLlib does not do by itself: a per-trial seed derived from the spec
+seed and the trial's index, a NaN-loss check that turns a diverged trial into an
+errored one, and where the trial ran (node, device) in every result.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.appo import APPO
+from ray.rllib.algorithms.dqn import DQN
+from ray.rllib.algorithms.impala import IMPALA
+from ray.rllib.algorithms.ppo import PPO
+from ray.rllib.algorithms.sac import SAC
+from ray.tune.result import TRIAL_INFO
+
+from tuner.spec import ExperimentSpec
+
+_PRESETS_FILE = Path(__file__).with_name("presets.yaml")
+MODEL_PREFIX = "model."
+
+
+def trial_seed(base_seed: int, trial_index: int) -> int:
+    """The seed of trial `trial_index` (0-based) of a sweep whose spec seed is `base_seed`."""
+    return (base_seed + trial_index) % (2**31)
+
+
+def trial_index(trial_id: str) -> int:
+    """A Tune trial id ends in its 0-based creation index: 'a1b2c_00003' -> 3."""
+    tail = trial_id.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _learner_device(config: AlgorithmConfig) -> str:
+    if config.num_gpus_per_learner and config.num_learners == 0:
+        import ray
+
+        gpu_ids = ray.get_gpu_ids()
+        return f"cuda:{gpu_ids[0]}" if gpu_ids else "cuda:0"
+    if config.num_gpus_per_learner:
+        return "cuda (remote learners)"
+    return "cpu"
+
+
+def _nan_losses(result: dict[str, Any]) -> list[str]:
+    bad = []
+    for module_id, stats in (result.get("learners") or {}).items():
+        if not isinstance(stats, dict):
+            continue
+        for key, value in stats.items():
+            if "loss" in key and isinstance(value, int | float) and not math.isfinite(value):
+                bad.append(f"learners/{module_id}/{key}")
+    return bad
+
+
+class _SweepTrialMixin:
+    """Seeds the trial from its index and checks every iteration for NaN losses."""
+
+    def __init__(self, config: Any = None, env: Any = None, **kwargs: Any) -> None:
+        if isinstance(config, dict) and config.get(TRIAL_INFO) is not None:
+            config = dict(config)
+            index = trial_index(config[TRIAL_INFO].trial_id)
+            config["seed"] = trial_seed(int(config.get("seed") or 0), index)
+        super().__init__(config=config, env=env, **kwargs)
+
+    def step(self) -> dict[str, Any]:
+        result = super().step()
+        bad = _nan_losses(result)
+        if bad:
+            raise FloatingPointError(f"NaN/inf loss at iteration {self.iteration + 1}: "
+                                     + ", ".join(bad))
+        import ray
+
+        result["tuner"] = {
+            "seed": self.config.seed,
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "device": _learner_device(self.config),
+        }
+        return result
+
+
+class TunerPPO(_SweepTrialMixin, PPO):
+    """PPO as a sweep trial."""
+
+
+class TunerAPPO(_SweepTrialMixin, APPO):
+    """APPO as a sweep trial."""
+
+
+class TunerIMPALA(_SweepTrialMixin, IMPALA):
+    """IMPALA as a sweep trial."""
+
+
+class TunerDQN(_SweepTrialMixin, DQN):
+    """DQN (and every DQN preset) as a sweep trial."""
+
+
+class TunerSAC(_SweepTrialMixin, SAC):
+    """SAC as a sweep trial."""
+
+
+TRAINABLES: dict[str, type[Algorithm]] = {
+    "PPO": TunerPPO,
+    "APPO": TunerAPPO,
+    "IMPALA": TunerIMPALA,
+    "DQN": TunerDQN,
+    "SAC": TunerSAC,
+}
+
+
+@cache
+def presets() -> dict[str, dict[str, Any]]:
+    """Named presets (presets.yaml): algorithm, doc, config, warnings."""
+    return yaml.safe_load(_PRESETS_FILE.read_text())
+
+
+def preset_warnings(algorithm: str) -> list[str]:
+    """Warnings a preset carries (settings RLlib accepts but ignores)."""
+    return list(presets().get(algorithm, {}).get("warnings", []))
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `base` with `override` merged in (override wins, dicts merge)."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def trainable_for(spec: ExperimentSpec) -> type[Algorithm]:
+    """The trainable class that runs the spec's trials."""
+    return TRAINABLES[spec.base_algorithm]
+
+
+@cache
+def rllib_keys(base_algorithm: str) -> frozenset[str]:
+    """Config names RLlib knows for an algorithm (its `to_dict()` keys)."""
+    cfg = TRAINABLES[base_algorithm].get_default_config()
+    return frozenset(k for k in cfg.to_dict() if not k.startswith("_")) | {
+        "model_config",
+        "train_batch_size_per_learner",
+    }
+
+
+def fixed_settings(spec: ExperimentSpec) -> dict[str, Any]:
+    """The preset's settings with the spec's own `config` merged over them."""
+    preset = presets().get(spec.algorithm, {}).get("config", {})
+    return deep_merge(preset, spec.config)
+
+
+def build_config(spec: ExperimentSpec, env_name: str | None = None) -> AlgorithmConfig:
+    """The AlgorithmConfig of one trial before sampling: preset, user config, env,
+    resources, model, evaluation and seed."""
+    trainable = trainable_for(spec)
+    config = trainable.get_default_config()
+    fixed = fixed_settings(spec)
+    model = fixed.pop("model_config", None) or {}
+    config.update_from_dict(fixed)
+    r = spec.resources
+    config.environment(env=env_name or spec.env, env_config=dict(spec.env_config))
+    config.env_runners(
+        num_env_runners=r.num_env_runners,
+        num_envs_per_env_runner=r.num_envs_per_env_runner,
+        num_cpus_per_env_runner=r.num_cpus_per_env_runner,
+        num_gpus_per_env_runner=r.num_gpus_per_env_runner,
+    )
+    config.learners(num_learners=r.num_learners, num_gpus_per_learner=r.num_gpus_per_learner)
+    config.resources(num_cpus_for_main_process=r.num_cpus_for_main_process,
+                     placement_strategy=r.placement_strategy)
+    if model or spec.model:
+        config.rl_module(model_config={**model, **spec.model})
+    if spec.evaluation.interval:
+        config.evaluation(
+            evaluation_interval=spec.evaluation.interval,
+            evaluation_duration=spec.evaluation.duration,
+            evaluation_duration_unit="episodes",
+        )
+    config.debugging(seed=spec.seed)
+    return config

@@ -1,0 +1,58 @@
+"""Does one trial fit the cluster? Checked up front instead of pending forever."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.spec import ExperimentSpec, SpecError, SpecIssue
+from tuner.trials._algorithms import build_config, trainable_for
+
+
+def _fmt(res: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {v:g}" for k, v in sorted(res.items())) + "}"
+
+
+def trial_resources(spec: ExperimentSpec) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """(total, bundles) of one trial's placement group, as RLlib requests it."""
+    pgf = trainable_for(spec).default_resource_request(build_config(spec))
+    total = {k: float(v) for k, v in pgf.required_resources.items() if v}
+    bundles = [{k: float(v) for k, v in b.items() if v} for b in pgf.bundles]
+    return total, bundles
+
+
+def check_fits(spec: ExperimentSpec, nodes: list[dict[str, Any]]) -> None:
+    """Raises SpecError (loc `resources`) when one trial can never be placed on the
+    alive nodes (each a dict of total resources: {"CPU": 2.0, "GPU": 1.0, ...})."""
+    total, bundles = trial_resources(spec)
+    cluster: dict[str, float] = {}
+    for node in nodes:
+        for key, value in node.items():
+            cluster[key] = cluster.get(key, 0.0) + float(value)
+    short = {k: v for k, v in total.items() if v > cluster.get(k, 0.0) + 1e-9}
+    problem = None
+    if short:
+        problem = (f"one trial needs {_fmt(total)} but the cluster has "
+                   f"{_fmt({k: cluster.get(k, 0.0) for k in total})}")
+    else:
+        for bundle in bundles:
+            if not any(all(v <= n.get(k, 0.0) + 1e-9 for k, v in bundle.items()) for n in nodes):
+                problem = f"no node can hold the bundle {_fmt(bundle)} of a trial"
+                break
+        if problem is None and spec.resources.placement_strategy == "STRICT_PACK" and not any(
+            all(v <= n.get(k, 0.0) + 1e-9 for k, v in total.items()) for n in nodes
+        ):
+            problem = f"STRICT_PACK needs {_fmt(total)} on one node; no node has that"
+        if problem is None and spec.resources.placement_strategy == "STRICT_SPREAD" and len(
+            bundles) > len(nodes):
+            problem = f"STRICT_SPREAD needs {len(bundles)} nodes, the cluster has {len(nodes)}"
+    if problem:
+        raise SpecError([SpecIssue(loc="resources", msg=problem + "; lower num_env_runners, "
+                                   "num_cpus_per_env_runner or the GPU fractions",
+                                   value=spec.resources.model_dump())])
+
+
+def alive_nodes() -> list[dict[str, float]]:
+    """Total resources of each alive node of the connected Ray cluster."""
+    import ray
+
+    return [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")]

@@ -1,0 +1,136 @@
+"""Run one sweep in this process: validate, connect to Ray, fit, summarise."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+
+from tuner.spec import ExperimentSpec
+from tuner.trials._algorithms import fixed_settings
+from tuner.trials._progress import RichProgress
+from tuner.trials._resources import alive_nodes, check_fits
+from tuner.trials._stoppers import lookup
+from tuner.trials._summary import BestTrial, SweepSummary, better, trial_view_from_result
+from tuner.trials._tuner import build_tuner, restore_tuner, sampled_values
+from tuner.trials._validate import search_space, validate_spec
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Connects to `address`, or starts a local Ray, unless Ray is already up.
+
+    The working directory joins workers' PYTHONPATH so that envs named by import
+    path ('mypkg.envs:MyEnv') import in every trial process.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    paths = [os.getcwd(), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    if address:
+        ray.init(address=address, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+
+
+def run_dir(storage_path: Path, name: str) -> Path:
+    """Where Tune keeps the experiment state of run `name`."""
+    return storage_path / name
+
+
+def latest_run(storage_path: Path, spec_name: str) -> Path | None:
+    """The newest run directory of a spec name that holds Tune state, if any."""
+    if not storage_path.is_dir():
+        return None
+    runs = sorted(p for p in storage_path.glob(f"{spec_name}_*") if tune.Tuner.can_restore(p))
+    return runs[-1] if runs else None
+
+
+def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = ()) -> SweepSummary:
+    """The SweepSummary of a finished (or stopped) Tune run."""
+    keys = list(search_space(spec))
+    trials = []
+    best: BestTrial | None = None
+    for result in result_grid:
+        metrics = result.metrics or {}
+        trial_id = metrics.get("trial_id") or Path(result.path).name.split("_")[1]
+        best_metric = None
+        history = result.metrics_dataframe
+        if history is not None and spec.metric in history:
+            col = history[spec.metric].dropna()
+            if len(col):
+                best_metric = float(col.max() if spec.mode == "max" else col.min())
+        error = None
+        if result.error is not None:
+            error = f"{type(result.error).__name__}: {result.error}"[:4000]
+        view = trial_view_from_result(
+            trial_id, "ERROR" if error else "TERMINATED", metrics,
+            sampled=sampled_values(result.config or {}, keys), metric=spec.metric,
+            base_seed=spec.seed, best_metric=best_metric, error=error,
+        )
+        ckpt = None
+        try:
+            best_ckpt = result.get_best_checkpoint(spec.metric, spec.mode)
+        except (RuntimeError, KeyError, ValueError):
+            best_ckpt = None
+        ckpt = best_ckpt or result.checkpoint
+        view.checkpoint = ckpt.path if ckpt is not None else None
+        trials.append(view)
+        if best_metric is not None and (best is None or better(best_metric, best.metric_value,
+                                                               spec.mode)):
+            best = BestTrial(trial_id=trial_id, config=view.config, seed=view.seed,
+                             full_config={**fixed_settings(spec), **view.config},
+                             metric_value=best_metric, checkpoint=view.checkpoint)
+    trials.sort(key=lambda t: t.trial_id)
+    ok = any(t.status == "TERMINATED" for t in trials)
+    return SweepSummary(name=spec.name, status="SUCCEEDED" if ok else "FAILED",
+                        metric=spec.metric, mode=spec.mode, best=best, trials=trials,
+                        warnings=list(warnings), path=getattr(result_grid, "experiment_path",
+                                                              None))
+
+
+def run_sweep(
+    spec: ExperimentSpec,
+    *,
+    storage_path: Path,
+    name: str | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    progress_to_stderr: bool = False,
+    callbacks: Sequence[tune.Callback] = (),
+    ray_address: str | None = None,
+) -> SweepSummary:
+    """Runs (or, with resume, continues) the spec's sweep and returns its summary.
+
+    Raises SpecError before any trial starts when the spec cannot run here.
+    """
+    warnings = validate_spec(spec)
+    ensure_ray(ray_address)
+    check_fits(spec, alive_nodes())
+    storage_path = Path(storage_path).absolute()
+    cbs: list[tune.Callback] = list(callbacks)
+    if progress:
+        cbs.append(RichProgress(spec.metric, list(search_space(spec)), stderr=progress_to_stderr))
+    previous = None
+    if resume:
+        previous = run_dir(storage_path, name) if name else latest_run(storage_path, spec.name)
+        if previous is None or not tune.Tuner.can_restore(previous):
+            previous = None
+    if previous is not None:
+        print(f"resuming {previous}", file=sys.stderr)
+        tuner = restore_tuner(spec, previous, callbacks=cbs)
+    else:
+        name = name or f"{spec.name}_{time.strftime('%Y%m%d-%H%M%S')}"
+        tuner = build_tuner(spec, storage_path=storage_path, name=name, callbacks=cbs)
+    result_grid = tuner.fit()
+    return summarise(spec, result_grid, warnings)
+
+
+__all__ = ["ensure_ray", "latest_run", "lookup", "run_sweep", "summarise"]

@@ -1,0 +1,138 @@
+"""From a spec to a Ray Tune Tuner over an RLlib algorithm."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+from ray.tune import CheckpointConfig, FailureConfig, RunConfig
+from ray.tune.search import BasicVariantGenerator, Searcher
+from ray.tune.search.optuna import OptunaSearch
+
+from tuner.search_spaces import Domain
+from tuner.spec import ExperimentSpec
+from tuner.trials._algorithms import MODEL_PREFIX, build_config, trainable_for
+from tuner.trials._envs import register_env
+from tuner.trials._schedulers import build_scheduler
+from tuner.trials._stoppers import SweepStopper, lookup
+from tuner.trials._validate import search_space
+
+# Tune raises when the metric is missing from a result, but evaluation keys exist
+# only on evaluating iterations and episode returns only once an episode ended.
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+# Our own progress table replaces Tune's console reporter.
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+MODEL_CONFIG_KEY = "_model_config"  # where AlgorithmConfig.to_dict() keeps model_config
+
+
+def _config_path(key: str) -> tuple[str, ...]:
+    if key.startswith(MODEL_PREFIX):
+        return (MODEL_CONFIG_KEY, key[len(MODEL_PREFIX):])
+    return (key,)
+
+
+def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any]:
+    """The trial config as a dict with the search domains laid over it."""
+    params = build_config(spec, env_name=register_env(spec.env)).to_dict()
+    for key, dom in space.items():
+        path = _config_path(key)
+        node = params
+        for part in path[:-1]:
+            node[part] = dict(node.get(part) or {})
+            node = node[part]
+        node[path[-1]] = dom.to_tune()
+    return params
+
+
+def sampled_values(trial_config: dict[str, Any], space_keys: list[str]) -> dict[str, Any]:
+    """The values a trial drew for each search-space key."""
+    out = {}
+    for key in space_keys:
+        node: Any = trial_config
+        for part in _config_path(key):
+            node = node.get(part) if isinstance(node, dict) else None
+        out[key] = node
+    return out
+
+
+def _search_alg(spec: ExperimentSpec) -> Searcher | BasicVariantGenerator:
+    if spec.search.method == "optuna":
+        import optuna
+
+        return OptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.seed))
+    return BasicVariantGenerator(random_state=spec.seed)
+
+
+def build_stopper(spec: ExperimentSpec) -> SweepStopper:
+    """The per-trial criteria, and the sweep-wide target when stop_on_target is set."""
+    criteria = spec.stop.trial_criteria()
+    target = "env_runners/episode_return_mean" if spec.stop.stop_on_target else None
+    return SweepStopper(criteria, target_key=target)
+
+
+def build_tuner(
+    spec: ExperimentSpec,
+    *,
+    storage_path: Path,
+    name: str,
+    callbacks: list[tune.Callback] | None = None,
+) -> tune.Tuner:
+    """A Tuner that runs the spec's sweep, its state under storage_path/name."""
+    space = search_space(spec)
+    ckpt = spec.checkpoint
+    run_config = RunConfig(
+        name=name,
+        storage_path=str(storage_path),
+        stop=build_stopper(spec),
+        callbacks=callbacks or [],
+        checkpoint_config=CheckpointConfig(
+            num_to_keep=ckpt.num_to_keep,
+            checkpoint_score_attribute=ckpt.score_attribute or spec.metric,
+            checkpoint_score_order=spec.mode,
+            checkpoint_frequency=ckpt.frequency,
+            checkpoint_at_end=ckpt.at_end,
+        ),
+        failure_config=FailureConfig(max_failures=0, fail_fast=False),
+        verbose=0,
+    )
+    tune_config = tune.TuneConfig(
+        metric=spec.metric,
+        mode=spec.mode,
+        num_samples=spec.search.num_samples,
+        search_alg=_search_alg(spec),
+        scheduler=build_scheduler(spec.scheduler, space),
+        max_concurrent_trials=spec.max_concurrent_trials,
+        time_budget_s=spec.stop.time_budget_s,
+        reuse_actors=False,
+    )
+    return tune.Tuner(
+        trainable_for(spec),
+        param_space=param_space(spec, space),
+        tune_config=tune_config,
+        run_config=run_config,
+    )
+
+
+def restore_tuner(
+    spec: ExperimentSpec, path: Path, callbacks: list[tune.Callback] | None = None
+) -> tune.Tuner:
+    """Continues an interrupted sweep from Tune's experiment state at `path`."""
+    register_env(spec.env)
+    tuner = tune.Tuner.restore(
+        str(path),
+        trainable=trainable_for(spec),
+        resume_unfinished=True,
+        resume_errored=False,
+        restart_errored=False,
+    )
+    if callbacks:
+        # Tune restores its RunConfig from the pickled state; our callbacks hold no
+        # live handles, so fresh instances replace the pickled ones.
+        tuner._local_tuner._run_config.callbacks = callbacks
+    return tuner
+
+
+__all__ = ["build_tuner", "restore_tuner", "sampled_values", "param_space", "lookup"]

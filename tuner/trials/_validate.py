@@ -1,0 +1,65 @@
+"""Checks of a spec that need RLlib: config keys, the built config, the env."""
+
+from __future__ import annotations
+
+from tuner.search_spaces import Domain, default_space
+from tuner.spec import ExperimentSpec, SpecError, SpecIssue
+from tuner.trials._algorithms import MODEL_PREFIX, build_config, preset_warnings, rllib_keys
+from tuner.trials._envs import check_env
+
+# Spec sections own these; setting them under `config` would fight the spec.
+_OWNED_BY_SPEC = {
+    "env": "env",
+    "env_config": "env_config",
+    "seed": "seed",
+    "num_env_runners": "resources.num_env_runners",
+    "num_learners": "resources.num_learners",
+    "num_gpus_per_learner": "resources.num_gpus_per_learner",
+    "evaluation_interval": "evaluation.interval",
+}
+
+
+def search_space(spec: ExperimentSpec) -> dict[str, Domain]:
+    """The spec's search space, or the algorithm's default when omitted."""
+    if spec.search.space is not None:
+        return dict(spec.search.space)
+    return default_space(spec.base_algorithm)
+
+
+def validate_spec(spec: ExperimentSpec, *, build_env: bool = True) -> list[str]:
+    """Checks what only RLlib can check; returns warnings, raises SpecError."""
+    issues: list[SpecIssue] = []
+    warnings = preset_warnings(spec.algorithm)
+    known = rllib_keys(spec.base_algorithm)
+    for key, value in spec.config.items():
+        if key in _OWNED_BY_SPEC:
+            issues.append(SpecIssue(loc=f"config.{key}", value=value,
+                                    msg=f"set it as `{_OWNED_BY_SPEC[key]}` in the spec"))
+        elif key not in known:
+            issues.append(SpecIssue(loc=f"config.{key}", value=value,
+                                    msg=f"unknown RLlib {spec.base_algorithm} setting"))
+    if spec.config.get("noisy") and "noisy=True" not in " ".join(warnings):
+        warnings.append("noisy=True is accepted but has no effect on RLlib 2.60's new API "
+                        "stack: exploration stays epsilon-greedy")
+    for key, dom in search_space(spec).items():
+        if key.startswith(MODEL_PREFIX):
+            if not key[len(MODEL_PREFIX):]:
+                issues.append(SpecIssue(loc=f"search.space.{key}", value=str(dom),
+                                        msg="name a model_config key after 'model.'"))
+        elif key not in known:
+            issues.append(SpecIssue(loc=f"search.space.{key}", value=str(dom),
+                                    msg=f"unknown RLlib {spec.base_algorithm} setting"))
+        if spec.scheduler.type == "pbt" and dom.kind == "grid":
+            issues.append(SpecIssue(loc=f"search.space.{key}", value=str(dom),
+                                    msg="pbt mutates from sampled domains; use choice"))
+    if issues:
+        raise SpecError(issues)
+    try:
+        config = build_config(spec)
+        config.validate()
+    except Exception as err:  # noqa: BLE001 - RLlib raises ValueError and friends
+        raise SpecError([SpecIssue(loc="config", value=spec.config,
+                                   msg=f"RLlib rejects the config: {err}")]) from None
+    if build_env:
+        check_env(spec.env, spec.env_config)
+    return warnings
