@@ -13,8 +13,11 @@ from rich.console import Console
 from tuner.settings import Settings
 from tuner.spec import SpecError, load_spec
 
-app = typer.Typer(help="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked "
-                  "in MLflow.", no_args_is_help=True, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked in MLflow.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 err = Console(stderr=True)
 
 
@@ -46,11 +49,13 @@ def validate(
 @app.command()
 def run(
     file: Annotated[Path, typer.Argument(help="Spec file (YAML or JSON).")],
-    resume: Annotated[bool, typer.Option(help="Continue the latest interrupted run of "
-                                         "this spec.")] = False,
+    resume: Annotated[
+        bool, typer.Option(help="Continue the latest interrupted run of this spec.")
+    ] = False,
     output: Annotated[str, typer.Option(help="table (live progress) or json.")] = "table",
-    data_dir: Annotated[Path | None, typer.Option(help="Where the run's data goes "
-                                                  "(default TUNER_DATA_DIR).")] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where the run's data goes (default TUNER_DATA_DIR).")
+    ] = None,
 ) -> None:
     """Run a sweep in this process (no server) and print the best trial."""
     if output not in ("table", "json"):
@@ -61,9 +66,13 @@ def run(
 
     try:
         spec = load_spec(file)
-        summary = run_sweep(spec, storage_path=settings.tune_storage, resume=resume,
-                            progress_to_stderr=output == "json",
-                            ray_address=settings.ray_address)
+        summary = run_sweep(
+            spec,
+            storage_path=settings.tune_storage,
+            resume=resume,
+            progress_to_stderr=output == "json",
+            ray_address=settings.ray_address,
+        )
     except SpecError as e:
         _print_issues(e, file)
         raise typer.Exit(2) from None
@@ -79,15 +88,20 @@ def _print_summary(summary: object) -> None:
     for w in summary.warnings:
         out.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     errored = [t for t in summary.trials if t.status == "ERROR"]
-    out.print(f"\n[bold]{summary.name}[/bold]: {summary.status}, {len(summary.trials)} trials"
-              f" ({len(errored)} errored)")
+    out.print(
+        f"\n[bold]{summary.name}[/bold]: {summary.status}, {len(summary.trials)} trials"
+        f" ({len(errored)} errored)"
+    )
     for t in errored:
-        out.print(f"  [red]{t.trial_id}[/red]: {t.error.splitlines()[0] if t.error else ''}",
-                  highlight=False)
+        out.print(
+            f"  [red]{t.trial_id}[/red]: {t.error.splitlines()[0] if t.error else ''}",
+            highlight=False,
+        )
     if summary.best:
         b = summary.best
-        out.print(f"best trial {b.trial_id}: {summary.metric} = {b.metric_value:.4g} "
-                  f"(seed {b.seed})")
+        out.print(
+            f"best trial {b.trial_id}: {summary.metric} = {b.metric_value:.4g} (seed {b.seed})"
+        )
         out.print("config: " + json.dumps(b.config), highlight=False)
         if b.checkpoint:
             out.print(f"checkpoint: {b.checkpoint}", highlight=False)

@@ -14,14 +14,22 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TUNER_", extra="ignore")
 
-    data_dir: Path = Field(Path.home() / ".tuner", description="Where everything lives by "
-                           "default: Tune storage, the SQLite store, MLflow's db and artifacts.")
-    ray_address: str | None = Field(None, description="Address of an existing Ray cluster; "
-                                    "empty: a local Ray started for you.")
-    storage_path: str | None = Field(None, description="Tune trial storage (a shared path or "
-                                     "an object-store URI); default <data_dir>/ray_results.")
-    mlflow_tracking_uri: str | None = Field(None, description="MLflow server URL or DB URI; "
-                                            "default sqlite:////<data_dir>/mlflow.db.")
+    data_dir: Path = Field(
+        Path.home() / ".tuner",
+        description="Where everything lives by "
+        "default: Tune storage, the SQLite store, MLflow's db and artifacts.",
+    )
+    ray_address: str | None = Field(
+        None, description="Address of an existing Ray cluster; empty: a local Ray started for you."
+    )
+    storage_path: str | None = Field(
+        None,
+        description="Tune trial storage (a shared path or "
+        "an object-store URI); default <data_dir>/ray_results.",
+    )
+    mlflow_tracking_uri: str | None = Field(
+        None, description="MLflow server URL or DB URI; default sqlite:////<data_dir>/mlflow.db."
+    )
 
     @property
     def data_path(self) -> Path:

@@ -43,7 +43,9 @@ AlgorithmName = Literal[
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A gymnasium id ("CartPole-v1", "ALE/Pong-v5") or "package.module:ClassOrFactory".
 GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$")
-IMPORT_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+IMPORT_PATH_RE = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+)
 # Stop keys of the spec -> flattened keys of an RLlib (new API stack) result.
 STOP_RESULT_KEYS: dict[str, str] = {
     "episode_return_mean": "env_runners/episode_return_mean",
@@ -75,7 +77,8 @@ class SearchSpec(_Model):
     space: dict[str, Domain] | None = Field(
         None,
         description="Hyperparameters to search, keyed by RLlib config name (`lr`, `gamma`, "
-        "`lambda`, ...) or `model.<key>` for the RLModule model_config. Omitted: the "
+        "`lambda`, ...), `model.<key>` for the RLModule model_config or `env_config.<key>` "
+        "for an env constructor argument. Omitted: the "
         "algorithm's default search space (tuner/search_spaces/defaults.yaml).",
     )
 
@@ -95,25 +98,24 @@ class SchedulerSpec(_Model):
     """Trial scheduler (early stopping / population based training)."""
 
     type: Literal["fifo", "asha", "median", "pbt"] = Field(
-        "fifo", description="fifo runs every trial to its stop criteria; asha and median "
-        "stop poor trials early; pbt perturbs hyperparameters from the search space."
+        "fifo",
+        description="fifo runs every trial to its stop criteria; asha and median "
+        "stop poor trials early; pbt perturbs hyperparameters from the search space.",
     )
     time_attr: Literal["training_iteration", "num_env_steps_sampled_lifetime", "time_total_s"] = (
         Field("training_iteration", description="Result key that measures a trial's progress.")
     )
-    grace_period: int = Field(1, ge=1, description="asha/median: progress before a trial "
-                              "may be stopped.")
+    grace_period: int = Field(
+        1, ge=1, description="asha/median: progress before a trial may be stopped."
+    )
     max_t: int = Field(100, ge=1, description="asha: the most progress any trial gets.")
     reduction_factor: float = Field(3.0, gt=1, description="asha: halving rate.")
-    perturbation_interval: int = Field(2, ge=1, description="pbt: progress between "
-                                       "perturbations.")
+    perturbation_interval: int = Field(2, ge=1, description="pbt: progress between perturbations.")
 
     @model_validator(mode="after")
     def _grace_below_max(self) -> SchedulerSpec:
         if self.type == "asha" and self.grace_period > self.max_t:
-            raise ValueError(
-                f"grace_period ({self.grace_period}) must be <= max_t ({self.max_t})"
-            )
+            raise ValueError(f"grace_period ({self.grace_period}) must be <= max_t ({self.max_t})")
         return self
 
 
@@ -160,22 +162,33 @@ class ResourcesSpec(_Model):
     """Resources of one trial; each trial gets its own placement group built from them."""
 
     num_env_runners: int = Field(
-        0, ge=0, le=1024, description="Remote env runner actors (0: sample in the trial's "
-        "main process, the cheapest on a laptop)."
+        0,
+        ge=0,
+        le=1024,
+        description="Remote env runner actors (0: sample in the trial's "
+        "main process, the cheapest on a laptop).",
     )
-    num_envs_per_env_runner: int = Field(1, ge=1, le=1024, description="Vectorized envs "
-                                         "per env runner.")
+    num_envs_per_env_runner: int = Field(
+        1, ge=1, le=1024, description="Vectorized envs per env runner."
+    )
     num_cpus_per_env_runner: float = Field(1, gt=0, description="CPUs per env runner.")
-    num_gpus_per_env_runner: float = Field(0, ge=0, description="GPUs per env runner "
-                                           "(fractions share a GPU).")
-    num_learners: int = Field(0, ge=0, le=1024, description="Remote learner actors (0: "
-                              "learn in the trial's main process).")
-    num_gpus_per_learner: float = Field(
-        0, ge=0, description="GPUs per learner; a fraction such as 0.25 lets four trials "
-        "share one GPU."
+    num_gpus_per_env_runner: float = Field(
+        0, ge=0, description="GPUs per env runner (fractions share a GPU)."
     )
-    num_cpus_for_main_process: float = Field(1, gt=0, description="CPUs of the trial's "
-                                             "main (algorithm) process.")
+    num_learners: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="Remote learner actors (0: learn in the trial's main process).",
+    )
+    num_gpus_per_learner: float = Field(
+        0,
+        ge=0,
+        description="GPUs per learner; a fraction such as 0.25 lets four trials share one GPU.",
+    )
+    num_cpus_for_main_process: float = Field(
+        1, gt=0, description="CPUs of the trial's main (algorithm) process."
+    )
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
         "PACK", description="Ray placement-group strategy of each trial's bundles."
     )
@@ -191,11 +204,13 @@ class ResourcesSpec(_Model):
 class CheckpointSpec(_Model):
     """Checkpointing of trials."""
 
-    frequency: int = Field(0, ge=0, description="Checkpoint every N iterations (0: never "
-                           "periodically).")
+    frequency: int = Field(
+        0, ge=0, description="Checkpoint every N iterations (0: never periodically)."
+    )
     at_end: bool = Field(True, description="Checkpoint when a trial ends.")
-    num_to_keep: int | None = Field(2, ge=1, description="Checkpoints kept per trial "
-                                    "(best by score_attribute); null keeps all.")
+    num_to_keep: int | None = Field(
+        2, ge=1, description="Checkpoints kept per trial (best by score_attribute); null keeps all."
+    )
     score_attribute: str | None = Field(
         None, description="Result key that ranks checkpoints; defaults to the spec metric."
     )
@@ -211,37 +226,53 @@ class EvaluationSpec(_Model):
 class ExperimentSpec(_Model):
     """One sweep: an RLlib algorithm on an environment over a search space."""
 
-    name: str = Field(..., description="Sweep name; also the MLflow experiment name. "
-                      "Letters, digits, '_', '.', '-' (at most 64).")
-    algorithm: AlgorithmName = Field(
-        ..., description="RLlib algorithm (PPO APPO IMPALA DQN SAC) or a named preset "
-        "(Double_DQN Dueling_DQN DQN_PER Noisy_DQN DQN_C51 Rainbow_DQN)."
+    name: str = Field(
+        ...,
+        description="Sweep name; also the MLflow experiment name. "
+        "Letters, digits, '_', '.', '-' (at most 64).",
     )
-    env: str = Field(..., description="A registered gymnasium id, or "
-                     "'package.module:ClassOrFactory' (called with env_config).")
-    env_config: dict[str, Any] = Field(default_factory=dict, description="Passed to the env "
-                                       "constructor / factory (gym.make kwargs for ids).")
-    config: dict[str, Any] = Field(default_factory=dict, description="Fixed RLlib settings "
-                                   "under RLlib's own names; they override preset values.")
-    model: dict[str, Any] = Field(default_factory=dict, description="RLModule model_config "
-                                  "(fcnet_hiddens, fcnet_activation, conv_filters, ...).")
-    search: SearchSpec = Field(default_factory=SearchSpec, description="Search method "
-                               "and space.")
-    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec, description="Trial "
-                                     "scheduler.")
-    metric: str = Field("env_runners/episode_return_mean", description="Flattened result "
-                        "key that ranks trials.")
-    mode: Literal["max", "min"] = Field("max", description="Whether the metric is "
-                                        "maximised or minimised.")
+    algorithm: AlgorithmName = Field(
+        ...,
+        description="RLlib algorithm (PPO APPO IMPALA DQN SAC) or a named preset "
+        "(Double_DQN Dueling_DQN DQN_PER Noisy_DQN DQN_C51 Rainbow_DQN).",
+    )
+    env: str = Field(
+        ...,
+        description="A registered gymnasium id, or "
+        "'package.module:ClassOrFactory' (called with env_config).",
+    )
+    env_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Passed to the env constructor / factory (gym.make kwargs for ids).",
+    )
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Fixed RLlib settings under RLlib's own names; they override preset values.",
+    )
+    model: dict[str, Any] = Field(
+        default_factory=dict,
+        description="RLModule model_config (fcnet_hiddens, fcnet_activation, conv_filters, ...).",
+    )
+    search: SearchSpec = Field(default_factory=SearchSpec, description="Search method and space.")
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec, description="Trial scheduler.")
+    metric: str = Field(
+        "env_runners/episode_return_mean", description="Flattened result key that ranks trials."
+    )
+    mode: Literal["max", "min"] = Field(
+        "max", description="Whether the metric is maximised or minimised."
+    )
     stop: StopSpec = Field(default_factory=StopSpec, description="Stop criteria.")
-    resources: ResourcesSpec = Field(default_factory=ResourcesSpec, description="Per-trial "
-                                     "resources.")
-    max_concurrent_trials: int | None = Field(None, ge=1, description="Trials running at "
-                                              "once (default: as many as fit).")
+    resources: ResourcesSpec = Field(
+        default_factory=ResourcesSpec, description="Per-trial resources."
+    )
+    max_concurrent_trials: int | None = Field(
+        None, ge=1, description="Trials running at once (default: as many as fit)."
+    )
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="Checkpoints.")
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec, description="Evaluation.")
-    seed: int = Field(0, ge=0, lt=2**31, description="Base seed; trial i gets "
-                      "seed + i (recorded with the trial).")
+    seed: int = Field(
+        0, ge=0, lt=2**31, description="Base seed; trial i gets seed + i (recorded with the trial)."
+    )
 
     @field_validator("name")
     @classmethod
@@ -267,15 +298,13 @@ class ExperimentSpec(_Model):
     @classmethod
     def _metric_key(cls, v: str) -> str:
         if not re.match(r"^[A-Za-z0-9_/.-]{1,200}$", v):
-            raise ValueError(f"{v!r} is not a result key such as "
-                             "'env_runners/episode_return_mean'")
+            raise ValueError(f"{v!r} is not a result key such as 'env_runners/episode_return_mean'")
         return v
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ExperimentSpec:
         if self.scheduler.type == "pbt" and self.search.method == "optuna":
-            raise ValueError("scheduler.type 'pbt' cannot be combined with search.method "
-                             "'optuna'")
+            raise ValueError("scheduler.type 'pbt' cannot be combined with search.method 'optuna'")
         if self.metric.startswith("evaluation/") and not self.evaluation.interval:
             raise ValueError(f"metric {self.metric!r} needs evaluation.interval")
         return self
@@ -325,8 +354,13 @@ def issues_from_validation_error(err: ValidationError) -> list[SpecIssue]:
 def parse_spec(data: Any) -> ExperimentSpec:
     """Validates a mapping as an ExperimentSpec; raises SpecError naming each field."""
     if not isinstance(data, dict):
-        raise SpecError([SpecIssue(loc="(spec)", msg="a spec is a mapping of fields",
-                                   value=type(data).__name__)])
+        raise SpecError(
+            [
+                SpecIssue(
+                    loc="(spec)", msg="a spec is a mapping of fields", value=type(data).__name__
+                )
+            ]
+        )
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as err:
@@ -339,13 +373,15 @@ def load_spec(path: str | Path) -> ExperimentSpec:
     try:
         text = p.read_text()
     except OSError as err:
-        raise SpecError([SpecIssue(loc="(file)", msg=err.strerror or str(err),
-                                   value=str(p))]) from None
+        raise SpecError(
+            [SpecIssue(loc="(file)", msg=err.strerror or str(err), value=str(p))]
+        ) from None
     try:
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise SpecError([SpecIssue(loc="(file)", msg=f"not valid YAML/JSON: {err}",
-                                   value=str(p))]) from None
+        raise SpecError(
+            [SpecIssue(loc="(file)", msg=f"not valid YAML/JSON: {err}", value=str(p))]
+        ) from None
     return parse_spec(data)
 
 

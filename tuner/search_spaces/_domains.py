@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 DOMAIN_KINDS: tuple[str, ...] = ("grid", "choice", "uniform", "loguniform", "randint", "quniform")
 
@@ -24,16 +24,20 @@ class Domain(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    grid: list[Any] | None = Field(None, min_length=1, description="Every value, in turn "
-                                   "(search.method grid only).")
+    grid: list[Any] | None = Field(
+        None, min_length=1, description="Every value, in turn (search.method grid only)."
+    )
     choice: list[Any] | None = Field(None, min_length=1, description="One of these values.")
     uniform: tuple[float, float] | None = Field(None, description="[low, high), uniform.")
-    loguniform: tuple[float, float] | None = Field(None, description="[low, high), uniform "
-                                                   "in log space; low > 0.")
-    randint: tuple[int, int] | None = Field(None, description="[low, high], an integer; "
-                                            "both bounds inclusive.")
-    quniform: tuple[float, float, float] | None = Field(None, description="[low, high, q]: "
-                                                        "uniform rounded to multiples of q.")
+    loguniform: tuple[float, float] | None = Field(
+        None, description="[low, high), uniform in log space; low > 0."
+    )
+    randint: tuple[int, int] | None = Field(
+        None, description="[low, high], an integer; both bounds inclusive."
+    )
+    quniform: tuple[float, float, float] | None = Field(
+        None, description="[low, high, q]: uniform rounded to multiples of q."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -66,6 +70,10 @@ class Domain(BaseModel):
             if kind == "quniform" and self.quniform[2] <= 0:
                 raise ValueError(f"quniform needs q > 0, got {self.quniform[2]}")
         return self
+
+    @model_serializer
+    def _as_written(self) -> dict[str, Any]:
+        return {self.kind: list(self.args)}
 
     @property
     def kind(self) -> str:

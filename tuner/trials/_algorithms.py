@@ -28,6 +28,7 @@ from tuner.spec import ExperimentSpec
 
 _PRESETS_FILE = Path(__file__).with_name("presets.yaml")
 MODEL_PREFIX = "model."
+ENV_CONFIG_PREFIX = "env_config."
 
 
 def trial_seed(base_seed: int, trial_index: int) -> int:
@@ -77,8 +78,9 @@ class _SweepTrialMixin:
         result = super().step()
         bad = _nan_losses(result)
         if bad:
-            raise FloatingPointError(f"NaN/inf loss at iteration {self.iteration + 1}: "
-                                     + ", ".join(bad))
+            raise FloatingPointError(
+                f"NaN/inf loss at iteration {self.iteration + 1}: " + ", ".join(bad)
+            )
         import ray
 
         result["tuner"] = {
@@ -178,8 +180,10 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
         num_gpus_per_env_runner=r.num_gpus_per_env_runner,
     )
     config.learners(num_learners=r.num_learners, num_gpus_per_learner=r.num_gpus_per_learner)
-    config.resources(num_cpus_for_main_process=r.num_cpus_for_main_process,
-                     placement_strategy=r.placement_strategy)
+    config.resources(
+        num_cpus_for_main_process=r.num_cpus_for_main_process,
+        placement_strategy=r.placement_strategy,
+    )
     if model or spec.model:
         config.rl_module(model_config={**model, **spec.model})
     if spec.evaluation.interval:

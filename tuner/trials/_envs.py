@@ -58,23 +58,42 @@ def check_env(env: str, env_config: dict[str, Any]) -> None:
     except (ImportError, AttributeError) as err:
         raise SpecError([SpecIssue(loc="env", msg=f"cannot import: {err}", value=env)]) from None
     except gym.error.Error as err:
-        raise SpecError([SpecIssue(loc="env", msg=f"not a gymnasium env: {err}",
-                                   value=env)]) from None
+        raise SpecError(
+            [SpecIssue(loc="env", msg=f"not a gymnasium env: {err}", value=env)]
+        ) from None
     except TypeError as err:
-        raise SpecError([SpecIssue(loc="env_config", msg=f"rejected by {env}: {err}",
-                                   value=env_config)]) from None
+        raise SpecError(
+            [SpecIssue(loc="env_config", msg=f"rejected by {env}: {err}", value=env_config)]
+        ) from None
     except Exception as err:  # noqa: BLE001 - any constructor failure is the user's env
-        raise SpecError([SpecIssue(loc="env", msg=f"constructor failed: "
-                                   f"{type(err).__name__}: {err}", value=env)]) from None
+        raise SpecError(
+            [
+                SpecIssue(
+                    loc="env", msg=f"constructor failed: {type(err).__name__}: {err}", value=env
+                )
+            ]
+        ) from None
     try:
         if not isinstance(instance, gym.Env) and not hasattr(instance, "reset"):
-            raise SpecError([SpecIssue(loc="env", msg="did not return a gymnasium.Env",
-                                       value=type(instance).__name__)])
+            raise SpecError(
+                [
+                    SpecIssue(
+                        loc="env",
+                        msg="did not return a gymnasium.Env",
+                        value=type(instance).__name__,
+                    )
+                ]
+            )
         try:
             instance.reset(seed=0)
         except Exception as err:  # noqa: BLE001
-            raise SpecError([SpecIssue(loc="env", msg=f"reset() failed: "
-                                       f"{type(err).__name__}: {err}", value=env)]) from None
+            raise SpecError(
+                [
+                    SpecIssue(
+                        loc="env", msg=f"reset() failed: {type(err).__name__}: {err}", value=env
+                    )
+                ]
+            ) from None
     finally:
         close = getattr(instance, "close", None)
         if close:

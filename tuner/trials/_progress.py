@@ -40,7 +40,10 @@ class RichProgress(Callback):
 
         if trial.trial_id not in self.rows:
             self.rows[trial.trial_id] = {
-                "status": trial.status, "iter": 0, "steps": 0, "metric": None,
+                "status": trial.status,
+                "iter": 0,
+                "steps": 0,
+                "metric": None,
                 "sampled": sampled_values(trial.config, self.space_keys),
             }
         return self.rows[trial.trial_id]
@@ -52,15 +55,24 @@ class RichProgress(Callback):
         for key in self.space_keys:
             table.add_column(key, justify="right")
         for trial_id, row in sorted(self.rows.items()):
-            table.add_row(trial_id, row["status"], str(row["iter"]), str(row["steps"]),
-                          _fmt(row["metric"]) if row["metric"] is not None else "-",
-                          *(_fmt(row["sampled"].get(k)) for k in self.space_keys))
+            table.add_row(
+                trial_id,
+                row["status"],
+                str(row["iter"]),
+                str(row["steps"]),
+                _fmt(row["metric"]) if row["metric"] is not None else "-",
+                *(_fmt(row["sampled"].get(k)) for k in self.space_keys),
+            )
         return table
 
     def _refresh(self) -> None:
         if self._live is None:
-            self._live = Live(self._table(), console=Console(stderr=self.stderr),
-                              refresh_per_second=2, transient=False)
+            self._live = Live(
+                self._table(),
+                console=Console(stderr=self.stderr),
+                refresh_per_second=2,
+                transient=False,
+            )
             self._live.start()
         self._live.update(self._table())
 
@@ -68,12 +80,16 @@ class RichProgress(Callback):
         self._row(trial)["status"] = "RUNNING"
         self._refresh()
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict,
-                        **info: Any) -> None:
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
         row = self._row(trial)
-        row.update(status="RUNNING", iter=result.get("training_iteration", 0),
-                   steps=int(result.get("num_env_steps_sampled_lifetime") or 0),
-                   metric=lookup(result, self.metric))
+        row.update(
+            status="RUNNING",
+            iter=result.get("training_iteration", 0),
+            steps=int(result.get("num_env_steps_sampled_lifetime") or 0),
+            metric=lookup(result, self.metric),
+        )
         self._refresh()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -85,6 +101,8 @@ class RichProgress(Callback):
         self._refresh()
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
+        for trial in trials:
+            self._row(trial)["status"] = trial.status
         if self._live is not None:
             self._live.update(self._table())
             self._live.stop()

@@ -31,24 +31,38 @@ def check_fits(spec: ExperimentSpec, nodes: list[dict[str, Any]]) -> None:
     short = {k: v for k, v in total.items() if v > cluster.get(k, 0.0) + 1e-9}
     problem = None
     if short:
-        problem = (f"one trial needs {_fmt(total)} but the cluster has "
-                   f"{_fmt({k: cluster.get(k, 0.0) for k in total})}")
+        problem = (
+            f"one trial needs {_fmt(total)} but the cluster has "
+            f"{_fmt({k: cluster.get(k, 0.0) for k in total})}"
+        )
     else:
         for bundle in bundles:
             if not any(all(v <= n.get(k, 0.0) + 1e-9 for k, v in bundle.items()) for n in nodes):
                 problem = f"no node can hold the bundle {_fmt(bundle)} of a trial"
                 break
-        if problem is None and spec.resources.placement_strategy == "STRICT_PACK" and not any(
-            all(v <= n.get(k, 0.0) + 1e-9 for k, v in total.items()) for n in nodes
+        if (
+            problem is None
+            and spec.resources.placement_strategy == "STRICT_PACK"
+            and not any(all(v <= n.get(k, 0.0) + 1e-9 for k, v in total.items()) for n in nodes)
         ):
             problem = f"STRICT_PACK needs {_fmt(total)} on one node; no node has that"
-        if problem is None and spec.resources.placement_strategy == "STRICT_SPREAD" and len(
-            bundles) > len(nodes):
+        if (
+            problem is None
+            and spec.resources.placement_strategy == "STRICT_SPREAD"
+            and len(bundles) > len(nodes)
+        ):
             problem = f"STRICT_SPREAD needs {len(bundles)} nodes, the cluster has {len(nodes)}"
     if problem:
-        raise SpecError([SpecIssue(loc="resources", msg=problem + "; lower num_env_runners, "
-                                   "num_cpus_per_env_runner or the GPU fractions",
-                                   value=spec.resources.model_dump())])
+        raise SpecError(
+            [
+                SpecIssue(
+                    loc="resources",
+                    msg=problem + "; lower num_env_runners, "
+                    "num_cpus_per_env_runner or the GPU fractions",
+                    value=spec.resources.model_dump(),
+                )
+            ]
+        )
 
 
 def alive_nodes() -> list[dict[str, float]]:

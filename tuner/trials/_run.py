@@ -34,8 +34,11 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     paths = [os.getcwd(), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     if address:
-        ray.init(address=address, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})
+        ray.init(
+            address=address,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}},
+        )
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
 
@@ -58,9 +61,13 @@ def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = 
     keys = list(search_space(spec))
     trials = []
     best: BestTrial | None = None
+    # ResultGrid has no public trial status; its analysis holds the Trial objects.
+    analysis = getattr(result_grid, "_experiment_analysis", None)
+    by_path = {t.path: t for t in getattr(analysis, "trials", None) or []}
     for result in result_grid:
         metrics = result.metrics or {}
-        trial_id = metrics.get("trial_id") or Path(result.path).name.split("_")[1]
+        trial = by_path.get(result.path)
+        trial_id = trial.trial_id if trial else metrics.get("trial_id", Path(result.path).name)
         best_metric = None
         history = result.metrics_dataframe
         if history is not None and spec.metric in history:
@@ -71,9 +78,14 @@ def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = 
         if result.error is not None:
             error = f"{type(result.error).__name__}: {result.error}"[:4000]
         view = trial_view_from_result(
-            trial_id, "ERROR" if error else "TERMINATED", metrics,
-            sampled=sampled_values(result.config or {}, keys), metric=spec.metric,
-            base_seed=spec.seed, best_metric=best_metric, error=error,
+            trial_id,
+            "ERROR" if error else "TERMINATED",
+            metrics,
+            sampled=sampled_values(result.config or {}, keys),
+            metric=spec.metric,
+            base_seed=spec.seed,
+            best_metric=best_metric,
+            error=error,
         )
         ckpt = None
         try:
@@ -83,17 +95,29 @@ def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = 
         ckpt = best_ckpt or result.checkpoint
         view.checkpoint = ckpt.path if ckpt is not None else None
         trials.append(view)
-        if best_metric is not None and (best is None or better(best_metric, best.metric_value,
-                                                               spec.mode)):
-            best = BestTrial(trial_id=trial_id, config=view.config, seed=view.seed,
-                             full_config={**fixed_settings(spec), **view.config},
-                             metric_value=best_metric, checkpoint=view.checkpoint)
+        if best_metric is not None and (
+            best is None or better(best_metric, best.metric_value, spec.mode)
+        ):
+            best = BestTrial(
+                trial_id=trial_id,
+                config=view.config,
+                seed=view.seed,
+                full_config={**fixed_settings(spec), **view.config},
+                metric_value=best_metric,
+                checkpoint=view.checkpoint,
+            )
     trials.sort(key=lambda t: t.trial_id)
     ok = any(t.status == "TERMINATED" for t in trials)
-    return SweepSummary(name=spec.name, status="SUCCEEDED" if ok else "FAILED",
-                        metric=spec.metric, mode=spec.mode, best=best, trials=trials,
-                        warnings=list(warnings), path=getattr(result_grid, "experiment_path",
-                                                              None))
+    return SweepSummary(
+        name=spec.name,
+        status="SUCCEEDED" if ok else "FAILED",
+        metric=spec.metric,
+        mode=spec.mode,
+        best=best,
+        trials=trials,
+        warnings=list(warnings),
+        path=getattr(result_grid, "experiment_path", None),
+    )
 
 
 def run_sweep(

@@ -36,8 +36,9 @@ class BestTrial(BaseModel):
     trial_id: str
     config: dict[str, Any] = Field(..., description="Its sampled values.")
     full_config: dict[str, Any] = Field(
-        default_factory=dict, description="The fixed settings and sampled values together: "
-        "paste under `config` to rerun it."
+        default_factory=dict,
+        description="The fixed settings and sampled values together: "
+        "paste under `config` to rerun it.",
     )
     seed: int | None = None
     metric_value: float

@@ -13,7 +13,12 @@ from ray.tune.search.optuna import OptunaSearch
 
 from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec
-from tuner.trials._algorithms import MODEL_PREFIX, build_config, trainable_for
+from tuner.trials._algorithms import (
+    ENV_CONFIG_PREFIX,
+    MODEL_PREFIX,
+    build_config,
+    trainable_for,
+)
 from tuner.trials._envs import register_env
 from tuner.trials._schedulers import build_scheduler
 from tuner.trials._stoppers import SweepStopper, lookup
@@ -30,7 +35,9 @@ MODEL_CONFIG_KEY = "_model_config"  # where AlgorithmConfig.to_dict() keeps mode
 
 def _config_path(key: str) -> tuple[str, ...]:
     if key.startswith(MODEL_PREFIX):
-        return (MODEL_CONFIG_KEY, key[len(MODEL_PREFIX):])
+        return (MODEL_CONFIG_KEY, key[len(MODEL_PREFIX) :])
+    if key.startswith(ENV_CONFIG_PREFIX):
+        return ("env_config", key[len(ENV_CONFIG_PREFIX) :])
     return (key,)
 
 
@@ -63,7 +70,10 @@ def _search_alg(spec: ExperimentSpec) -> Searcher | BasicVariantGenerator:
         import optuna
 
         return OptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.seed))
-    return BasicVariantGenerator(random_state=spec.seed)
+    # A SearchAlgorithm, not a Searcher: Tune ignores TuneConfig.max_concurrent_trials for it.
+    return BasicVariantGenerator(
+        max_concurrent=spec.max_concurrent_trials or 0, random_state=spec.seed
+    )
 
 
 def build_stopper(spec: ExperimentSpec) -> SweepStopper:
@@ -104,7 +114,9 @@ def build_tuner(
         num_samples=spec.search.num_samples,
         search_alg=_search_alg(spec),
         scheduler=build_scheduler(spec.scheduler, space),
-        max_concurrent_trials=spec.max_concurrent_trials,
+        max_concurrent_trials=spec.max_concurrent_trials
+        if spec.search.method == "optuna"
+        else None,
         time_budget_s=spec.stop.time_budget_s,
         reuse_actors=False,
     )

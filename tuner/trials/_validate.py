@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from tuner.search_spaces import Domain, default_space
 from tuner.spec import ExperimentSpec, SpecError, SpecIssue
-from tuner.trials._algorithms import MODEL_PREFIX, build_config, preset_warnings, rllib_keys
+from tuner.trials._algorithms import (
+    ENV_CONFIG_PREFIX,
+    MODEL_PREFIX,
+    build_config,
+    preset_warnings,
+    rllib_keys,
+)
 from tuner.trials._envs import check_env
 
 # Spec sections own these; setting them under `config` would fight the spec.
@@ -33,33 +39,62 @@ def validate_spec(spec: ExperimentSpec, *, build_env: bool = True) -> list[str]:
     known = rllib_keys(spec.base_algorithm)
     for key, value in spec.config.items():
         if key in _OWNED_BY_SPEC:
-            issues.append(SpecIssue(loc=f"config.{key}", value=value,
-                                    msg=f"set it as `{_OWNED_BY_SPEC[key]}` in the spec"))
+            issues.append(
+                SpecIssue(
+                    loc=f"config.{key}",
+                    value=value,
+                    msg=f"set it as `{_OWNED_BY_SPEC[key]}` in the spec",
+                )
+            )
         elif key not in known:
-            issues.append(SpecIssue(loc=f"config.{key}", value=value,
-                                    msg=f"unknown RLlib {spec.base_algorithm} setting"))
+            issues.append(
+                SpecIssue(
+                    loc=f"config.{key}",
+                    value=value,
+                    msg=f"unknown RLlib {spec.base_algorithm} setting",
+                )
+            )
     if spec.config.get("noisy") and "noisy=True" not in " ".join(warnings):
-        warnings.append("noisy=True is accepted but has no effect on RLlib 2.60's new API "
-                        "stack: exploration stays epsilon-greedy")
+        warnings.append(
+            "noisy=True is accepted but has no effect on RLlib 2.60's new API "
+            "stack: exploration stays epsilon-greedy"
+        )
     for key, dom in search_space(spec).items():
-        if key.startswith(MODEL_PREFIX):
-            if not key[len(MODEL_PREFIX):]:
-                issues.append(SpecIssue(loc=f"search.space.{key}", value=str(dom),
-                                        msg="name a model_config key after 'model.'"))
+        prefix = next((p for p in (MODEL_PREFIX, ENV_CONFIG_PREFIX) if key.startswith(p)), None)
+        if prefix:
+            if not key[len(prefix) :] or "." in key[len(prefix) :]:
+                issues.append(
+                    SpecIssue(
+                        loc=f"search.space.{key}",
+                        value=str(dom),
+                        msg=f"name one key after {prefix!r}",
+                    )
+                )
         elif key not in known:
-            issues.append(SpecIssue(loc=f"search.space.{key}", value=str(dom),
-                                    msg=f"unknown RLlib {spec.base_algorithm} setting"))
+            issues.append(
+                SpecIssue(
+                    loc=f"search.space.{key}",
+                    value=str(dom),
+                    msg=f"unknown RLlib {spec.base_algorithm} setting",
+                )
+            )
         if spec.scheduler.type == "pbt" and dom.kind == "grid":
-            issues.append(SpecIssue(loc=f"search.space.{key}", value=str(dom),
-                                    msg="pbt mutates from sampled domains; use choice"))
+            issues.append(
+                SpecIssue(
+                    loc=f"search.space.{key}",
+                    value=str(dom),
+                    msg="pbt mutates from sampled domains; use choice",
+                )
+            )
     if issues:
         raise SpecError(issues)
     try:
         config = build_config(spec)
         config.validate()
     except Exception as err:  # noqa: BLE001 - RLlib raises ValueError and friends
-        raise SpecError([SpecIssue(loc="config", value=spec.config,
-                                   msg=f"RLlib rejects the config: {err}")]) from None
+        raise SpecError(
+            [SpecIssue(loc="config", value=spec.config, msg=f"RLlib rejects the config: {err}")]
+        ) from None
     if build_env:
         check_env(spec.env, spec.env_config)
     return warnings

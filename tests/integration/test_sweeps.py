@@ -1,0 +1,142 @@
+"""Real Ray Tune sweeps over real RLlib training, tiny budgets."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.conftest import tiny_spec
+from tuner.spec import SpecError
+from tuner.trials import run_sweep
+
+pytestmark = pytest.mark.integration
+
+
+def run(spec, tmp_path):
+    return run_sweep(spec, storage_path=tmp_path, progress=False)
+
+
+def test_grid_sweep_runs_the_cartesian_product_num_samples_times(ray_local, tmp_path):
+    spec = tiny_spec(
+        search={
+            "method": "grid",
+            "num_samples": 2,
+            "space": {"lr": {"grid": [1e-4, 1e-3]}, "gamma": {"grid": [0.9, 0.99]}},
+        },
+    )
+    summary = run(spec, tmp_path)
+    assert len(summary.trials) == 8
+    combos = sorted((t.config["lr"], t.config["gamma"]) for t in summary.trials)
+    assert combos == sorted(list(itertools.product([1e-4, 1e-3], [0.9, 0.99])) * 2)
+    assert all(t.status == "TERMINATED" and t.iterations == 1 for t in summary.trials)
+    assert sorted(t.seed for t in summary.trials) == list(range(8))
+    assert summary.status == "SUCCEEDED"
+    assert summary.best and summary.best.metric_value == max(t.best_metric for t in summary.trials)
+
+
+def test_random_sweep_samples_inside_bounds(ray_local, tmp_path):
+    space = {
+        "lr": {"loguniform": [1e-5, 1e-3]},
+        "num_epochs": {"randint": [1, 2]},
+        "clip_param": {"quniform": [0.1, 0.3, 0.05]},
+        "model.fcnet_hiddens": {"choice": [[8], [16, 16]]},
+    }
+    spec = tiny_spec(search={"method": "random", "num_samples": 3, "space": space}, seed=3)
+    summary = run(spec, tmp_path)
+    assert len(summary.trials) == 3
+    from tuner.search_spaces import Domain
+
+    for trial in summary.trials:
+        for key, raw in space.items():
+            assert Domain.model_validate(raw).contains(trial.config[key]), (key, trial.config)
+    assert len({t.config["lr"] for t in summary.trials}) == 3
+    assert sorted(t.seed for t in summary.trials) == [3, 4, 5]
+
+
+def test_optuna_sweep(ray_local, tmp_path):
+    spec = tiny_spec(
+        search={
+            "method": "optuna",
+            "num_samples": 3,
+            "space": {"lr": {"loguniform": [1e-5, 1e-3]}, "gamma": {"uniform": [0.9, 0.99]}},
+        },
+        max_concurrent_trials=1,
+    )
+    summary = run(spec, tmp_path)
+    assert len(summary.trials) == 3
+    for t in summary.trials:
+        assert 1e-5 <= t.config["lr"] <= 1e-3 and 0.9 <= t.config["gamma"] <= 0.99
+        assert t.status == "TERMINATED"
+
+
+def test_asha_stops_poor_trials_early(ray_local, tmp_path):
+    # Ranked by the learning rate itself, so the order (and ASHA's cuts) is deterministic:
+    # trials run one at a time, each later one is worse than the median of its rung.
+    spec = tiny_spec(
+        search={
+            "method": "grid",
+            "num_samples": 1,
+            "space": {"lr": {"grid": [1e-3, 1e-4, 1e-5, 1e-6]}},
+        },
+        metric="learners/default_policy/default_optimizer_learning_rate",
+        scheduler={"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 2},
+        stop={"training_iteration": 3},
+        max_concurrent_trials=1,
+    )
+    summary = run(spec, tmp_path)
+    iterations = {t.config["lr"]: t.iterations for t in summary.trials}
+    assert iterations[1e-3] == 3
+    assert min(iterations.values()) < 3, iterations
+    assert summary.best.config == {"lr": 1e-3}
+
+
+@pytest.mark.parametrize("env", ["tests.envs:LineEnv", "tests.envs:make_line_env"])
+def test_custom_env_by_import_path_receives_env_config(ray_local, tmp_path, env):
+    spec = tiny_spec(
+        env=env,
+        env_config={"length": 7, "reward": 2.0},
+        search={"method": "random", "num_samples": 1, "space": {"lr": {"choice": [1e-4]}}},
+    )
+    summary = run(spec, tmp_path)
+    (trial,) = summary.trials
+    assert trial.status == "TERMINATED", trial.error
+    assert trial.metric == pytest.approx(14.0)  # 7 steps x reward 2
+
+
+def test_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path):
+    spec = tiny_spec(
+        env="tests.envs:LineEnv",
+        search={
+            "method": "grid",
+            "num_samples": 1,
+            "space": {"env_config.nan_reward": {"grid": [False, True]}},
+        },
+    )
+    summary = run(spec, tmp_path)
+    by_nan = {t.config["env_config.nan_reward"]: t for t in summary.trials}
+    assert by_nan[False].status == "TERMINATED"
+    assert by_nan[True].status == "ERROR"
+    assert "NaN" in by_nan[True].error and "loss" in by_nan[True].error
+    assert summary.status == "SUCCEEDED" and summary.best.trial_id == by_nan[False].trial_id
+
+
+def test_stop_on_target_ends_the_whole_sweep(ray_local, tmp_path):
+    spec = tiny_spec(
+        env="tests.envs:LineEnv",
+        env_config={"length": 5},
+        search={"method": "random", "num_samples": 4, "space": {"lr": {"choice": [1e-4]}}},
+        stop={"episode_return_mean": 5, "stop_on_target": True, "training_iteration": 3},
+        max_concurrent_trials=1,
+    )
+    summary = run(spec, tmp_path)
+    started = [t for t in summary.trials if t.iterations > 0]
+    assert len(started) < 4
+    assert started[0].iterations == 1 and started[0].metric == 5
+
+
+def test_trial_too_big_for_the_cluster_is_rejected_up_front(ray_local, tmp_path):
+    with pytest.raises(SpecError) as exc:
+        run(tiny_spec(resources={"num_env_runners": 3}), tmp_path)
+    assert exc.value.issues[0].loc == "resources" and "CPU: 4" in exc.value.issues[0].msg
+    assert not any(tmp_path.iterdir())

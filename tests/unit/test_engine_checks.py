@@ -1,0 +1,142 @@
+"""Checks that need RLlib but no cluster: keys, presets, envs, resources, stoppers."""
+
+import pytest
+
+from tuner.spec import SpecError, parse_spec
+from tuner.trials import (
+    build_config,
+    check_fits,
+    fixed_settings,
+    search_space,
+    trial_index,
+    trial_resources,
+    trial_seed,
+    validate_spec,
+)
+from tuner.trials._stoppers import SweepStopper
+
+BASE = {"name": "t", "algorithm": "PPO", "env": "CartPole-v1"}
+
+
+def spec(**patch):
+    return parse_spec({**BASE, **patch})
+
+
+def engine_issues(s):
+    with pytest.raises(SpecError) as exc:
+        validate_spec(s)
+    return exc.value.issues
+
+
+def test_unknown_rllib_key_in_config():
+    (issue,) = engine_issues(spec(config={"learning_rate": 0.1}))
+    assert issue.loc == "config.learning_rate" and issue.value == 0.1
+    assert "unknown RLlib PPO setting" in issue.msg
+
+
+def test_unknown_rllib_key_in_space():
+    (issue,) = engine_issues(spec(search={"space": {"epochs": {"choice": [1, 2]}}}))
+    assert issue.loc == "search.space.epochs"
+
+
+def test_spec_owned_keys_point_to_the_spec_field():
+    (issue,) = engine_issues(spec(config={"num_env_runners": 4}))
+    assert issue.loc == "config.num_env_runners" and "resources.num_env_runners" in issue.msg
+
+
+def test_rllib_rejects_inconsistent_config():
+    (issue,) = engine_issues(
+        spec(config={"train_batch_size_per_learner": 100, "minibatch_size": 500})
+    )
+    assert issue.loc == "config" and "RLlib rejects" in issue.msg
+
+
+def test_unregistered_gym_id():
+    (issue,) = engine_issues(spec(env="NoSuchEnv-v9"))
+    assert issue.loc == "env" and issue.value == "NoSuchEnv-v9"
+
+
+def test_unimportable_env_path():
+    (issue,) = engine_issues(spec(env="no_such_pkg.envs:Foo"))
+    assert issue.loc == "env" and "cannot import" in issue.msg
+
+
+def test_env_config_rejected_by_constructor():
+    (issue,) = engine_issues(spec(env_config={"no_such_kwarg": 1}))
+    assert issue.loc == "env_config" and issue.value == {"no_such_kwarg": 1}
+
+
+def test_env_constructor_exception():
+    (issue,) = engine_issues(spec(env="tests.envs:LineEnv", env_config={"length": -1}))
+    assert issue.loc == "env" and "constructor failed" in issue.msg and "length" in issue.msg
+
+
+def test_noisy_warns_and_presets_merge_under_user_config():
+    s = spec(algorithm="Rainbow_DQN", config={"n_step": 1, "lr": 1e-3})
+    warnings = validate_spec(s)
+    assert any("noisy" in w and "no effect" in w for w in warnings)
+    fixed = fixed_settings(s)
+    assert fixed["n_step"] == 1 and fixed["num_atoms"] == 51 and fixed["lr"] == 1e-3
+    assert fixed["replay_buffer_config"]["type"] == "PrioritizedEpisodeReplayBuffer"
+    cfg = build_config(s)
+    assert cfg.n_step == 1 and cfg.double_q and cfg.dueling and cfg.v_max == 10.0
+    assert cfg.replay_buffer_config["capacity"] == 60000
+    assert validate_spec(spec(algorithm="DQN", config={"noisy": True}))
+
+
+def test_appo_preset_grad_clip_and_user_override():
+    assert build_config(spec(algorithm="APPO")).grad_clip == 30.0
+    assert build_config(spec(algorithm="APPO", config={"grad_clip": 5.0})).grad_clip == 5.0
+
+
+def test_model_and_resources_reach_the_config():
+    s = spec(
+        model={"fcnet_hiddens": [8]}, resources={"num_env_runners": 2, "num_gpus_per_learner": 0.25}
+    )
+    cfg = build_config(s)
+    assert cfg.model_config["fcnet_hiddens"] == [8]
+    assert cfg.num_env_runners == 2 and cfg.num_gpus_per_learner == 0.25
+
+
+def test_default_space_used_when_omitted():
+    assert "lr" in search_space(spec())
+    assert list(search_space(spec(search={"space": {"gamma": {"choice": [0.9]}}}))) == ["gamma"]
+
+
+def test_trial_seed_and_index():
+    assert trial_index("a1b2c_00003") == 3
+    assert [trial_seed(7, i) for i in range(3)] == [7, 8, 9]
+
+
+def test_resources_that_never_fit_are_rejected_with_numbers():
+    s = spec(resources={"num_env_runners": 4})
+    total, bundles = trial_resources(s)
+    assert total["CPU"] == 5 and len(bundles) == 5
+    with pytest.raises(SpecError) as exc:
+        check_fits(s, [{"CPU": 2.0}])
+    issue = exc.value.issues[0]
+    assert issue.loc == "resources" and "CPU: 5" in issue.msg and "CPU: 2" in issue.msg
+    check_fits(s, [{"CPU": 3.0}, {"CPU": 2.0}])  # fits across two nodes
+    gpu = spec(resources={"num_gpus_per_learner": 0.25})
+    with pytest.raises(SpecError, match="GPU: 0.25"):
+        check_fits(gpu, [{"CPU": 8.0}])
+    check_fits(gpu, [{"CPU": 8.0, "GPU": 1.0}])
+    strict = spec(resources={"num_env_runners": 2, "placement_strategy": "STRICT_PACK"})
+    with pytest.raises(SpecError, match="STRICT_PACK"):
+        check_fits(strict, [{"CPU": 2.0}, {"CPU": 2.0}])
+
+
+def test_stopper_reads_nested_results_and_stops_all_on_target():
+    stopper = SweepStopper(
+        {"env_runners/episode_return_mean": 100.0, "training_iteration": 5},
+        target_key="env_runners/episode_return_mean",
+    )
+    assert not stopper(
+        "t0", {"env_runners": {"episode_return_mean": 50.0}, "training_iteration": 1}
+    )
+    assert not stopper("t0", {"env_runners": {"episode_return_mean": float("nan")}})
+    assert not stopper.stop_all()
+    assert stopper("t0", {"env_runners": {}, "training_iteration": 5})
+    assert not stopper.stop_all()
+    assert stopper("t1", {"env_runners": {"episode_return_mean": 120.0}})
+    assert stopper.stop_all() and stopper.target_reached_by == "t1"
