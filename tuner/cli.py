@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from tuner.settings import Settings
 from tuner.spec import SpecError, load_spec
+
+if TYPE_CHECKING:
+    from tuner.trials import SweepSummary, TrackingConfig
 
 app = typer.Typer(
     help="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked in MLflow.",
@@ -66,12 +69,14 @@ def run(
 
     try:
         spec = load_spec(file)
+        settings.data_path.mkdir(parents=True, exist_ok=True)
         summary = run_sweep(
             spec,
             storage_path=settings.tune_storage,
             resume=resume,
             progress_to_stderr=output == "json",
             ray_address=settings.ray_address,
+            tracking=tracking_config(settings),
         )
     except SpecError as e:
         _print_issues(e, file)
@@ -83,7 +88,18 @@ def run(
     raise typer.Exit(0 if summary.status == "SUCCEEDED" else 1)
 
 
-def _print_summary(summary: object) -> None:
+def tracking_config(settings: Settings) -> TrackingConfig:
+    """MLflow tracking as the settings say (embedded: SQLite + artifacts in the data dir)."""
+    from tuner.trials import TrackingConfig
+
+    return TrackingConfig(
+        tracking_uri=settings.tracking_uri,
+        artifact_location=None if settings.mlflow_tracking_uri else settings.artifact_root,
+        ui_url=settings.mlflow_ui_url,
+    )
+
+
+def _print_summary(summary: SweepSummary) -> None:
     out = Console()
     for w in summary.warnings:
         out.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
@@ -105,7 +121,47 @@ def _print_summary(summary: object) -> None:
         out.print("config: " + json.dumps(b.config), highlight=False)
         if b.checkpoint:
             out.print(f"checkpoint: {b.checkpoint}", highlight=False)
+    if summary.mlflow:
+        m = summary.mlflow
+        out.print(
+            f"mlflow: experiment {m.experiment_id}, run {m.parent_run_id}"
+            + (f", best model {m.model_version}" if m.model_version else ""),
+            highlight=False,
+        )
+        if m.url:
+            out.print(f"  {m.url}  (make mlflow-ui)", highlight=False)
     out.print(f"tune state: {summary.path}", highlight=False)
+
+
+@app.command()
+def evaluate(
+    checkpoint: Annotated[str, typer.Argument(help="Checkpoint dir, runs:/ or models:/ URI.")],
+    episodes: Annotated[int, typer.Option(min=1, help="Deterministic episodes.")] = 10,
+    render_to: Annotated[
+        Path | None, typer.Option(help="Save the first episode as a GIF in this folder.")
+    ] = None,
+    output: Annotated[str, typer.Option(help="text or json.")] = "text",
+) -> None:
+    """Restore a checkpoint's policy and report its mean return over N episodes."""
+    from gymnasium import error as gym_error
+
+    from tuner.trials import evaluate_checkpoint
+
+    settings = Settings()
+    try:
+        result = evaluate_checkpoint(
+            checkpoint, episodes=episodes, tracking_uri=settings.tracking_uri, render_to=render_to
+        )
+    except (FileNotFoundError, OSError, ValueError, gym_error.Error) as e:
+        err.print(f"checkpoint {checkpoint!r}: {e}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    if output == "json":
+        typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+    else:
+        typer.echo(
+            f"{result.env}: mean return {result.mean_return:.4g} ± {result.std_return:.3g} "
+            f"over {result.episodes} episodes"
+        )
 
 
 @app.command("schema")

@@ -30,11 +30,43 @@ class Settings(BaseSettings):
     mlflow_tracking_uri: str | None = Field(
         None, description="MLflow server URL or DB URI; default sqlite:////<data_dir>/mlflow.db."
     )
+    mlflow_ui_url: str = Field(
+        "http://127.0.0.1:5000",
+        description="Where people open the MLflow UI (links in the API and web page).",
+    )
+    database_url: str | None = Field(
+        None,
+        description="SQLAlchemy URL of the store; default sqlite:////<data_dir>/tuner.db "
+        "(Postgres works too).",
+    )
+    max_running_experiments: int = Field(
+        2, ge=1, description="Sweeps running at once; the rest wait QUEUED in submission order."
+    )
+    api_token: str | None = Field(
+        None, description="When set, every route but /healthz needs 'Authorization: Bearer'."
+    )
+    host: str = Field("127.0.0.1", description="Address `tuner serve` binds.")
+    port: int = Field(8000, description="Port `tuner serve` binds.")
 
     @property
     def data_path(self) -> Path:
         """The data dir as an absolute path."""
         return self.data_dir.expanduser().absolute()
+
+    @property
+    def tracking_uri(self) -> str:
+        """MLflow tracking URI: the configured one, or an absolute SQLite file."""
+        return self.mlflow_tracking_uri or f"sqlite:///{self.data_path / 'mlflow.db'}"
+
+    @property
+    def artifact_root(self) -> str:
+        """Where MLflow puts artifacts of experiments we create in the embedded default."""
+        return (self.data_path / "mlflow-artifacts").as_uri()
+
+    @property
+    def store_url(self) -> str:
+        """SQLAlchemy URL of the store."""
+        return self.database_url or f"sqlite:///{self.data_path / 'tuner.db'}"
 
     @property
     def tune_storage(self) -> Path:

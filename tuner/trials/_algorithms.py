@@ -9,6 +9,7 @@ errored one, and where the trial ran (node, device) in every result.
 from __future__ import annotations
 
 import copy
+import json
 import math
 from functools import cache
 from pathlib import Path
@@ -27,6 +28,7 @@ from ray.tune.result import TRIAL_INFO
 from tuner.spec import ExperimentSpec
 
 _PRESETS_FILE = Path(__file__).with_name("presets.yaml")
+CHECKPOINT_META = "tuner.json"  # env and algorithm of a checkpoint, for `tuner evaluate`
 MODEL_PREFIX = "model."
 ENV_CONFIG_PREFIX = "env_config."
 
@@ -89,6 +91,17 @@ class _SweepTrialMixin:
             "device": _learner_device(self.config),
         }
         return result
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        super().save_checkpoint(checkpoint_dir)
+        env = self.config.env if isinstance(self.config.env, str) else None
+        meta = {
+            "algorithm": type(self).__name__.removeprefix("Tuner"),
+            "env": env,
+            "env_config": dict(self.config.env_config),
+            "seed": self.config.seed,
+        }
+        Path(checkpoint_dir, CHECKPOINT_META).write_text(json.dumps(meta, default=str))
 
 
 class TunerPPO(_SweepTrialMixin, PPO):

@@ -13,10 +13,18 @@ from ray import tune
 
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import fixed_settings
+from tuner.trials._mlflow import MLflowTracker
 from tuner.trials._progress import RichProgress
 from tuner.trials._resources import alive_nodes, check_fits
 from tuner.trials._stoppers import lookup
-from tuner.trials._summary import BestTrial, SweepSummary, better, trial_view_from_result
+from tuner.trials._summary import (
+    BestTrial,
+    MlflowLinks,
+    SweepSummary,
+    TrackingConfig,
+    better,
+    trial_view_from_result,
+)
 from tuner.trials._tuner import build_tuner, restore_tuner, sampled_values
 from tuner.trials._validate import search_space, validate_spec
 
@@ -130,31 +138,58 @@ def run_sweep(
     progress_to_stderr: bool = False,
     callbacks: Sequence[tune.Callback] = (),
     ray_address: str | None = None,
+    tracking: TrackingConfig | None = None,
 ) -> SweepSummary:
     """Runs (or, with resume, continues) the spec's sweep and returns its summary.
 
+    With `tracking`, every trial is a nested MLflow run under the sweep's run.
     Raises SpecError before any trial starts when the spec cannot run here.
     """
     warnings = validate_spec(spec)
     ensure_ray(ray_address)
     check_fits(spec, alive_nodes())
     storage_path = Path(storage_path).absolute()
-    cbs: list[tune.Callback] = list(callbacks)
-    if progress:
-        cbs.append(RichProgress(spec.metric, list(search_space(spec)), stderr=progress_to_stderr))
+    space_keys = list(search_space(spec))
     previous = None
     if resume:
         previous = run_dir(storage_path, name) if name else latest_run(storage_path, spec.name)
         if previous is None or not tune.Tuner.can_restore(previous):
             previous = None
     if previous is not None:
+        name = previous.name
+    name = name or f"{spec.name}_{time.strftime('%Y%m%d-%H%M%S')}"
+    cbs: list[tune.Callback] = list(callbacks)
+    tracker = None
+    if tracking is not None:
+        tracker = MLflowTracker(
+            spec,
+            tracking_uri=tracking.tracking_uri,
+            run_name=name,
+            space_keys=space_keys,
+            experiment_name=tracking.experiment_name,
+            artifact_location=tracking.artifact_location,
+        )
+        tracker.start()
+        cbs.append(tracker)
+    if progress:
+        cbs.append(RichProgress(spec.metric, space_keys, stderr=progress_to_stderr))
+    if previous is not None:
         print(f"resuming {previous}", file=sys.stderr)
         tuner = restore_tuner(spec, previous, callbacks=cbs)
     else:
-        name = name or f"{spec.name}_{time.strftime('%Y%m%d-%H%M%S')}"
         tuner = build_tuner(spec, storage_path=storage_path, name=name, callbacks=cbs)
     result_grid = tuner.fit()
-    return summarise(spec, result_grid, warnings)
+    summary = summarise(spec, result_grid, warnings)
+    if tracker is not None:
+        out = tracker.finish(summary)
+        summary.mlflow = MlflowLinks(
+            experiment_id=out["experiment_id"],
+            parent_run_id=out["parent_run_id"],
+            best_run_id=out["best_run_id"],
+            model_version=out["model_version"],
+            url=tracking.run_url(out["experiment_id"], out["parent_run_id"]),
+        )
+    return summary
 
 
 __all__ = ["ensure_ray", "latest_run", "lookup", "run_sweep", "summarise"]

@@ -45,6 +45,35 @@ class BestTrial(BaseModel):
     checkpoint: str | None = None
 
 
+class TrackingConfig(BaseModel):
+    """Where a sweep is tracked in MLflow."""
+
+    tracking_uri: str
+    experiment_name: str | None = Field(None, description="Default: the spec name.")
+    artifact_location: str | None = Field(
+        None, description="Artifact root for experiments we create (embedded default)."
+    )
+    ui_url: str | None = Field(None, description="MLflow UI base URL for links.")
+
+    def run_url(self, experiment_id: str, run_id: str) -> str | None:
+        """Link to a run in the MLflow UI."""
+        if not self.ui_url:
+            return None
+        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+class MlflowLinks(BaseModel):
+    """Where a sweep landed in MLflow."""
+
+    experiment_id: str
+    parent_run_id: str
+    best_run_id: str | None = None
+    model_version: str | None = Field(
+        None, description="models:/<name>/<version> of the best checkpoint."
+    )
+    url: str | None = None
+
+
 class SweepSummary(BaseModel):
     """`tuner run --output json`: the best trial and every trial."""
 
@@ -56,6 +85,7 @@ class SweepSummary(BaseModel):
     trials: list[TrialView] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     path: str | None = Field(None, description="Tune experiment directory.")
+    mlflow: MlflowLinks | None = None
 
 
 def _finite(value: Any) -> float | None:

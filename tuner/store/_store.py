@@ -1,0 +1,367 @@
+"""The Store: short sessions over SQLAlchemy, schema migrated by Alembic on open."""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from tuner.store._models import (
+    STATUSES,
+    TERMINAL,
+    ExperimentRecord,
+    ExperimentRow,
+    MetricPoint,
+    MetricPointRow,
+    TrialRecord,
+    TrialRow,
+    utcnow,
+)
+
+T = TypeVar("T")
+BULK = {"synchronize_session": False}  # plain UPDATE/DELETE: sessions are short, nothing to sync
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITE_ATTEMPTS = 5  # retries of an insert-or-update that lost a race to another process
+
+EXPERIMENT_FIELDS = set(ExperimentRecord.model_fields) - {"id", "created_at"}
+TRIAL_FIELDS = set(TrialRecord.model_fields) - {"experiment_id", "trial_id", "updated_at"}
+TRIAL_DEFAULTS: dict[str, Any] = {
+    "status": "PENDING",
+    "config": {},
+    "iterations": 0,
+    "env_steps": 0,
+}
+
+
+def _jsonable(value: Any) -> Any:
+    """Make a value strict JSON: NaN/inf become null, numpy values plain lists and numbers."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    if hasattr(value, "tolist"):  # numpy scalar or array
+        return _jsonable(value.tolist())
+    return str(value)
+
+
+def _json_dumps(value: Any) -> str:
+    """The engine's JSON serializer (strict JSON, so Postgres accepts what SQLite did)."""
+    return json.dumps(_jsonable(value), allow_nan=False)
+
+
+def _finite(value: float | None) -> float | None:
+    """A float, or None for None/NaN/inf."""
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    """Per-connection SQLite setup: wait for locks, WAL for concurrent readers, enforce FKs."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+class Store:
+    """Experiments, trials and metric history in any SQLAlchemy database (SQLite by default)."""
+
+    def __init__(self, url: str) -> None:
+        """Connect to `url` and migrate its schema to the newest revision."""
+        self.url = make_url(url)
+        self.engine = self._create_engine()
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._migrate()
+
+    def _create_engine(self) -> Engine:
+        """An engine tuned for the backend (SQLite: WAL, busy timeout, cross-thread use)."""
+        if self.url.get_backend_name() != "sqlite":
+            return create_engine(self.url, pool_pre_ping=True, json_serializer=_json_dumps)
+        database = self.url.database or ""
+        in_memory = database in ("", ":memory:") or "mode=memory" in str(self.url)
+        if not in_memory and not database.startswith("file:"):
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            self.url,
+            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+            poolclass=StaticPool if in_memory else None,
+            json_serializer=_json_dumps,
+        )
+        event.listen(engine, "connect", _on_sqlite_connect)
+        return engine
+
+    def _migrate(self) -> None:
+        """Run `alembic upgrade head`, serialized across processes opening the store at once."""
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        url = self.url.render_as_string(hide_password=False).replace("%", "%%")
+        config.set_main_option("sqlalchemy.url", url)
+        with self.engine.connect() as connection:
+            _lock_for_migration(connection)
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+            connection.commit()
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    def _write(self, work: Callable[[Session], T]) -> T:
+        """Run `work` in its own transaction, again if it lost an insert race (IntegrityError)."""
+        for _ in range(WRITE_ATTEMPTS - 1):
+            try:
+                with self._sessions.begin() as session:
+                    return work(session)
+            except IntegrityError:
+                continue  # another process inserted the same key first: redo as an update
+        with self._sessions.begin() as session:
+            return work(session)
+
+    # --- experiments -----------------------------------------------------------------------
+
+    def create_experiment(
+        self, *, name: str, spec: dict[str, Any], warnings: list[str]
+    ) -> ExperimentRecord:
+        """Record a new sweep, QUEUED."""
+        now = utcnow()
+        row = ExperimentRow(
+            id=uuid.uuid4().hex[:12],
+            name=name,
+            status="QUEUED",
+            spec=spec,
+            warnings=list(warnings),
+            attempts=0,
+            stop_requested=False,
+            created_at=now,
+            updated_at=now,
+        )
+        with self._sessions.begin() as session:
+            session.add(row)
+        return ExperimentRecord.model_validate(row)
+
+    def get_experiment(self, experiment_id: str) -> ExperimentRecord | None:
+        """The sweep with this id, or None."""
+        with self._sessions() as session:
+            row = session.get(ExperimentRow, experiment_id)
+            return ExperimentRecord.model_validate(row) if row else None
+
+    def list_experiments(
+        self, *, status: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[ExperimentRecord], int]:
+        """One page of sweeps, newest first, and how many there are in all."""
+        query = select(ExperimentRow)
+        counting = select(func.count()).select_from(ExperimentRow)
+        if status is not None:
+            query = query.where(ExperimentRow.status == status)
+            counting = counting.where(ExperimentRow.status == status)
+        query = query.order_by(ExperimentRow.created_at.desc(), ExperimentRow.id.desc())
+        with self._sessions() as session:
+            rows = session.scalars(query.limit(limit).offset(offset)).all()
+            total = session.scalar(counting) or 0
+        return [ExperimentRecord.model_validate(r) for r in rows], total
+
+    def update_experiment(self, experiment_id: str, **fields: Any) -> ExperimentRecord | None:
+        """Set the given fields (and updated_at); the updated sweep, or None if it is gone."""
+        unknown = set(fields) - EXPERIMENT_FIELDS
+        if unknown:
+            raise TypeError(f"not experiment fields: {sorted(unknown)}")
+        if "status" in fields:
+            _check_status(fields["status"])
+        fields.setdefault("updated_at", utcnow())
+        with self._sessions.begin() as session:
+            statement = update(ExperimentRow).where(ExperimentRow.id == experiment_id)
+            session.execute(statement.values(**fields), execution_options=BULK)
+            row = session.get(ExperimentRow, experiment_id)
+            return ExperimentRecord.model_validate(row) if row else None
+
+    def transition(self, experiment_id: str, to: str, *, allowed_from: set[str]) -> bool:
+        """Atomically move a sweep to status `to` if its status is in `allowed_from`."""
+        _check_status(to)
+        now = utcnow()
+        values: dict[str, Any] = {"status": to, "updated_at": now}
+        if to == "RUNNING":
+            values["started_at"] = func.coalesce(ExperimentRow.started_at, now)
+        # A terminal status stamps finished_at; leaving one (resume) clears it.
+        values["finished_at"] = now if to in TERMINAL else None
+        statement = (
+            update(ExperimentRow)
+            .where(ExperimentRow.id == experiment_id, ExperimentRow.status.in_(allowed_from))
+            .values(**values)
+        )
+        with self._sessions.begin() as session:
+            return session.execute(statement, execution_options=BULK).rowcount == 1
+
+    def queued_in_order(self) -> list[ExperimentRecord]:
+        """QUEUED sweeps, oldest first (submission order)."""
+        query = (
+            select(ExperimentRow)
+            .where(ExperimentRow.status == "QUEUED")
+            .order_by(ExperimentRow.created_at, ExperimentRow.id)
+        )
+        with self._sessions() as session:
+            return [ExperimentRecord.model_validate(r) for r in session.scalars(query)]
+
+    def count_by_status(self, statuses: set[str]) -> int:
+        """How many sweeps have one of these statuses."""
+        query = select(func.count()).where(ExperimentRow.status.in_(statuses))
+        with self._sessions() as session:
+            return session.scalar(query) or 0
+
+    def delete_experiment(self, experiment_id: str) -> bool:
+        """Delete a sweep with its trials and metric points; whether it existed."""
+        with self._sessions.begin() as session:
+            for table in (MetricPointRow, TrialRow):
+                session.execute(
+                    delete(table).where(table.experiment_id == experiment_id),
+                    execution_options=BULK,
+                )
+            gone = delete(ExperimentRow).where(ExperimentRow.id == experiment_id)
+            return session.execute(gone, execution_options=BULK).rowcount == 1
+
+    # --- trials ----------------------------------------------------------------------------
+
+    def upsert_trial(self, experiment_id: str, trial_id: str, **fields: Any) -> None:
+        """Insert or update a trial with the given fields (safe when processes race)."""
+        unknown = set(fields) - TRIAL_FIELDS
+        if unknown:
+            raise TypeError(f"not trial fields: {sorted(unknown)}")
+        for key in ("metric", "best_metric"):
+            if key in fields:
+                fields[key] = _finite(fields[key])
+        fields["updated_at"] = utcnow()
+        where = (TrialRow.experiment_id == experiment_id) & (TrialRow.trial_id == trial_id)
+
+        def work(session: Session) -> None:
+            changed = update(TrialRow).where(where).values(**fields)
+            if session.execute(changed, execution_options=BULK).rowcount:
+                return
+            row = {**TRIAL_DEFAULTS, **fields, "experiment_id": experiment_id}
+            session.execute(insert(TrialRow).values(**row, trial_id=trial_id))
+
+        self._write(work)
+
+    def list_trials(self, experiment_id: str) -> list[TrialRecord]:
+        """A sweep's trials, ordered by trial id."""
+        query = (
+            select(TrialRow)
+            .where(TrialRow.experiment_id == experiment_id)
+            .order_by(TrialRow.trial_id)
+        )
+        with self._sessions() as session:
+            return [TrialRecord.model_validate(r) for r in session.scalars(query)]
+
+    def get_trial(self, experiment_id: str, trial_id: str) -> TrialRecord | None:
+        """One trial, or None."""
+        with self._sessions() as session:
+            row = session.get(TrialRow, (experiment_id, trial_id))
+            return TrialRecord.model_validate(row) if row else None
+
+    def trial_counts(self, experiment_id: str) -> dict[str, int]:
+        """How many of a sweep's trials are in each status."""
+        query = (
+            select(TrialRow.status, func.count())
+            .where(TrialRow.experiment_id == experiment_id)
+            .group_by(TrialRow.status)
+        )
+        with self._sessions() as session:
+            return {status: count for status, count in session.execute(query).all()}
+
+    # --- metric history --------------------------------------------------------------------
+
+    def add_metric_points(
+        self, experiment_id: str, trial_id: str, points: list[MetricPoint]
+    ) -> None:
+        """Record iterations of a trial; an iteration reported again replaces the old row."""
+        latest = {p.iteration: p for p in points}  # within one call, the last one wins too
+        if not latest:
+            return
+        rows = [
+            {
+                "experiment_id": experiment_id,
+                "trial_id": trial_id,
+                "iteration": p.iteration,
+                "env_steps": p.env_steps,
+                "time_s": p.time_s,
+                "values": {k: v for k, v in p.values.items() if math.isfinite(v)},
+            }
+            for p in latest.values()
+        ]
+        same_trial = (MetricPointRow.experiment_id == experiment_id) & (
+            MetricPointRow.trial_id == trial_id
+        )
+
+        def work(session: Session) -> None:
+            for chunk in _chunks(sorted(latest), 500):
+                stale = delete(MetricPointRow).where(
+                    same_trial, MetricPointRow.iteration.in_(chunk)
+                )
+                session.execute(stale, execution_options=BULK)
+            session.execute(insert(MetricPointRow), rows)
+
+        self._write(work)
+
+    def metric_history(
+        self, experiment_id: str, trial_id: str, *, keys: list[str] | None = None
+    ) -> list[MetricPoint]:
+        """A trial's metric points by iteration; `keys` keeps only those metric values."""
+        query = (
+            select(MetricPointRow)
+            .where(MetricPointRow.experiment_id == experiment_id)
+            .where(MetricPointRow.trial_id == trial_id)
+            .order_by(MetricPointRow.iteration)
+        )
+        with self._sessions() as session:
+            points = [MetricPoint.model_validate(r) for r in session.scalars(query)]
+        if keys is not None:
+            for point in points:
+                point.values = {k: point.values[k] for k in keys if k in point.values}
+        return points
+
+
+def _check_status(status: str) -> None:
+    """Raise ValueError for a status outside STATUSES."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown experiment status {status!r}; expected one of {STATUSES}")
+
+
+def _chunks(items: list[int], size: int) -> Iterable[list[int]]:
+    """Consecutive slices of at most `size` items."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _lock_for_migration(connection: Connection) -> None:
+    """Take a database-wide lock so concurrent openers migrate one at a time."""
+    dialect = connection.dialect.name
+    if dialect == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    elif dialect == "postgresql":
+        connection.exec_driver_sql("SELECT pg_advisory_xact_lock(7531902468)")
