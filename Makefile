@@ -5,8 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export RAY_AUTH_MODE ?= token
 export RAY_USAGE_STATS_ENABLED ?= 0
+export TUNER_DATA_DIR ?= $(HOME)/.tuner
 
-.PHONY: setup run test lint format unit integration e2e bench clean
+.PHONY: setup run test lint format unit integration e2e bench clean mlflow-ui
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +15,18 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	# torch pinned to the local CPU build through constraints.txt (CI and make only)
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $@
+
+# System packages the suite needs: a PostgreSQL server (store tests) and Debian's
+# Chromium for the browser test. Installed once; skipped when already present.
+.system-deps:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v chromium >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql chromium >/dev/null; \
+		else \
+			echo "note: install postgresql and chromium (apt) for the Postgres and browser tests"; \
+		fi; \
+	fi
+	@touch $@
 
 setup: $(VENV)/.installed
 
@@ -25,8 +38,14 @@ format: setup
 	$(VENV)/bin/ruff check --fix tuner tests bench
 	$(VENV)/bin/ruff format tuner tests bench
 
-test: setup lint
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests
+test: setup .system-deps lint
+	$(VENV)/bin/pytest -p no:cacheprovider tests
+
+mlflow-ui: setup
+	@mkdir -p "$(TUNER_DATA_DIR)"
+	$(VENV)/bin/mlflow server --host 127.0.0.1 --port 5000 \
+		--backend-store-uri "sqlite:///$(TUNER_DATA_DIR)/mlflow.db" \
+		--default-artifact-root "file://$(TUNER_DATA_DIR)/mlflow-artifacts"
 
 unit: setup
 	$(VENV)/bin/pytest -q tests/unit

@@ -69,11 +69,13 @@ class Settings(BaseSettings):
         return self.database_url or f"sqlite:///{self.data_path / 'tuner.db'}"
 
     @property
-    def tune_storage(self) -> Path:
-        """Tune's storage path as an absolute path."""
+    def tune_storage(self) -> str:
+        """Tune's storage: an object-store URI as given, or an absolute local path."""
+        if self.storage_path and "://" in self.storage_path:
+            return self.storage_path
         if self.storage_path:
-            return Path(self.storage_path).expanduser().absolute()
-        return self.data_path / "ray_results"
+            return str(Path(self.storage_path).expanduser().absolute())
+        return str(self.data_path / "ray_results")
 
 
 @cache

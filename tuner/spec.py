@@ -69,10 +69,11 @@ class SearchSpec(_Model):
         "suggested by Optuna's TPE sampler (seeded by the spec seed).",
     )
     num_samples: int = Field(
-        4,
+        None,
         ge=1,
         le=10000,
-        description="Number of trials (random/optuna) or repetitions of the grid (grid).",
+        description="Number of trials (random/optuna; default 4) or repetitions of the "
+        "grid (grid; default 1).",
     )
     space: dict[str, Domain] | None = Field(
         None,
@@ -84,6 +85,8 @@ class SearchSpec(_Model):
 
     @model_validator(mode="after")
     def _grid_only_with_grid(self) -> SearchSpec:
+        if self.num_samples is None:
+            self.num_samples = 1 if self.method == "grid" else 4
         if self.method != "grid" and self.space:
             for key, dom in self.space.items():
                 if dom.kind == "grid":

@@ -108,7 +108,7 @@ class Store:
         database = self.url.database or ""
         in_memory = database in ("", ":memory:") or "mode=memory" in str(self.url)
         if not in_memory and not database.startswith("file:"):
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
             self.url,
             connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},

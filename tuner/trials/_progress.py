@@ -102,7 +102,15 @@ class RichProgress(Callback):
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         for trial in trials:
-            self._row(trial)["status"] = trial.status
+            row = self._row(trial)
+            row["status"] = trial.status
+            last = trial.last_result or {}
+            if last.get("training_iteration", 0) > row["iter"]:  # finished before a resume
+                row.update(
+                    iter=last["training_iteration"],
+                    steps=int(last.get("num_env_steps_sampled_lifetime") or 0),
+                    metric=lookup(last, self.metric),
+                )
         if self._live is not None:
             self._live.update(self._table())
             self._live.stop()

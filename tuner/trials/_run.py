@@ -51,17 +51,18 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
 
 
-def run_dir(storage_path: Path, name: str) -> Path:
-    """Where Tune keeps the experiment state of run `name`."""
-    return storage_path / name
+def run_dir(storage_path: str, name: str) -> str:
+    """Where Tune keeps the experiment state of run `name` (a path or URI)."""
+    return f"{storage_path.rstrip('/')}/{name}"
 
 
-def latest_run(storage_path: Path, spec_name: str) -> Path | None:
-    """The newest run directory of a spec name that holds Tune state, if any."""
+def latest_run(storage_path: str, spec_name: str) -> str | None:
+    """The newest local run directory of a spec name that holds Tune state, if any."""
+    storage_path = Path(storage_path)
     if not storage_path.is_dir():
         return None
     runs = sorted(p for p in storage_path.glob(f"{spec_name}_*") if tune.Tuner.can_restore(p))
-    return runs[-1] if runs else None
+    return str(runs[-1]) if runs else None
 
 
 def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = ()) -> SweepSummary:
@@ -131,7 +132,7 @@ def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = 
 def run_sweep(
     spec: ExperimentSpec,
     *,
-    storage_path: Path,
+    storage_path: str | Path,
     name: str | None = None,
     resume: bool = False,
     progress: bool = True,
@@ -148,7 +149,9 @@ def run_sweep(
     warnings = validate_spec(spec)
     ensure_ray(ray_address)
     check_fits(spec, alive_nodes())
-    storage_path = Path(storage_path).absolute()
+    storage_path = str(storage_path)
+    if "://" not in storage_path:
+        storage_path = str(Path(storage_path).absolute())
     space_keys = list(search_space(spec))
     previous = None
     if resume:
@@ -156,7 +159,7 @@ def run_sweep(
         if previous is None or not tune.Tuner.can_restore(previous):
             previous = None
     if previous is not None:
-        name = previous.name
+        name = previous.rstrip("/").rsplit("/", 1)[-1]
     name = name or f"{spec.name}_{time.strftime('%Y%m%d-%H%M%S')}"
     cbs: list[tune.Callback] = list(callbacks)
     tracker = None

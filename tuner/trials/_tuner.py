@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from ray import tune
@@ -86,7 +85,7 @@ def build_stopper(spec: ExperimentSpec) -> SweepStopper:
 def build_tuner(
     spec: ExperimentSpec,
     *,
-    storage_path: Path,
+    storage_path: str,
     name: str,
     callbacks: list[tune.Callback] | None = None,
 ) -> tune.Tuner:
@@ -129,20 +128,24 @@ def build_tuner(
 
 
 def restore_tuner(
-    spec: ExperimentSpec, path: Path, callbacks: list[tune.Callback] | None = None
+    spec: ExperimentSpec, path: str, callbacks: list[tune.Callback] | None = None
 ) -> tune.Tuner:
-    """Continues an interrupted sweep from Tune's experiment state at `path`."""
-    register_env(spec.env)
+    """Continues an interrupted sweep from Tune's experiment state at `path`.
+
+    The param space is passed again so that Tune re-resolves the objects (classes)
+    of the RLlib config that its saved state only references.
+    """
     tuner = tune.Tuner.restore(
-        str(path),
+        path,
         trainable=trainable_for(spec),
+        param_space=param_space(spec, search_space(spec)),
         resume_unfinished=True,
         resume_errored=False,
         restart_errored=False,
     )
     if callbacks:
-        # Tune restores its RunConfig from the pickled state; our callbacks hold no
-        # live handles, so fresh instances replace the pickled ones.
+        # Tune restores its RunConfig from the pickled state; fresh callbacks (which
+        # find their MLflow runs again by tag) replace the pickled ones.
         tuner._local_tuner._run_config.callbacks = callbacks
     return tuner
 

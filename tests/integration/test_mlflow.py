@@ -1,0 +1,116 @@
+"""MLflow tracking on a real SQLite store with real RLlib training."""
+
+from __future__ import annotations
+
+import math
+
+import mlflow
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import tiny_spec
+from tuner.trials import TrackingConfig, evaluate_checkpoint, run_sweep
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def tracked_sweep(ray_local, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    mlflow.set_tracking_uri("sqlite:////nonexistent/host-process.db")  # a host's own choice
+    spec = tiny_spec(
+        name="tracked",
+        search={
+            "method": "random",
+            "num_samples": 3,
+            "space": {"lr": {"loguniform": [1e-4, 1e-3]}, "gamma": {"choice": [0.9, 0.99]}},
+        },
+        stop={"training_iteration": 2},
+        checkpoint={"frequency": 1, "at_end": True, "num_to_keep": 1},
+    )
+    tracking = TrackingConfig(
+        tracking_uri=uri,
+        artifact_location=(tmp / "artifacts").as_uri(),
+        ui_url="http://127.0.0.1:5000",
+    )
+    summary = run_sweep(spec, storage_path=tmp / "tune", progress=False, tracking=tracking)
+    yield summary, MlflowClient(tracking_uri=uri), uri
+    mlflow.set_tracking_uri(None)
+
+
+def runs_of(client, summary):
+    runs = client.search_runs([summary.mlflow.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children
+
+
+def test_one_parent_and_a_nested_child_per_trial(tracked_sweep):
+    summary, client, _ = tracked_sweep
+    parents, children = runs_of(client, summary)
+    assert len(parents) == 1 and len(children) == 3
+    parent = parents[0]
+    assert parent.info.run_id == summary.mlflow.parent_run_id
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert parent.data.tags["tuner.algorithm"] == "PPO"
+    assert parent.data.tags["ray.version"].startswith("2.")
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {
+        "spec.yaml",
+        "best_config.json",
+        "trials.csv",
+        "trials.json",
+        "learning_curves.png",
+    }
+    assert summary.mlflow.url.endswith(f"/runs/{parent.info.run_id}")
+
+
+def test_child_params_and_metric_history(tracked_sweep):
+    summary, client, _ = tracked_sweep
+    _, children = runs_of(client, summary)
+    by_trial = {c.data.tags["tuner.trial_id"]: c for c in children}
+    for trial in summary.trials:
+        run = by_trial[trial.trial_id]
+        assert trial.mlflow_run_id == run.info.run_id
+        assert float(run.data.params["lr"]) == pytest.approx(trial.config["lr"])
+        assert float(run.data.params["gamma"]) == trial.config["gamma"]
+        assert int(run.data.params["seed"]) == trial.seed
+        assert run.data.params["fixed.train_batch_size_per_learner"] == "128"
+        assert len(run.data.params) < 20  # curated, not the whole RLlib config
+        history = client.get_metric_history(run.info.run_id, "env_runners/episode_return_mean")
+        assert len(history) == trial.iterations == 2
+        assert [m.step for m in history] == sorted(m.step for m in history)
+        assert history[-1].step == trial.env_steps
+        assert "learners/default_policy/total_loss" in run.data.metrics
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["tuner.device"] == "cpu" and run.data.tags["tuner.node_id"]
+        ckpts = [a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")]
+        assert len(ckpts) == 1  # num_to_keep: 1
+
+
+def test_parent_carries_the_best_config(tracked_sweep):
+    summary, client, _ = tracked_sweep
+    parent = client.get_run(summary.mlflow.parent_run_id)
+    best = summary.best
+    assert parent.data.params["best.trial_id"] == best.trial_id
+    assert float(parent.data.params["best.lr"]) == pytest.approx(best.config["lr"])
+    assert float(parent.data.params["best.gamma"]) == best.config["gamma"]
+    assert parent.data.metrics["best.env_runners/episode_return_mean"] == pytest.approx(
+        best.metric_value
+    )
+    assert best.metric_value == max(t.best_metric for t in summary.trials)
+
+
+def test_best_checkpoint_is_registered_and_evaluates(tracked_sweep):
+    summary, client, uri = tracked_sweep
+    assert summary.mlflow.model_version == "models:/tracked-best/1"
+    version = client.get_model_version("tracked-best", "1")
+    assert version.run_id == summary.mlflow.best_run_id
+    result = evaluate_checkpoint(summary.mlflow.model_version, episodes=2, tracking_uri=uri)
+    assert result.episodes == 2 and math.isfinite(result.mean_return) and result.mean_return > 0
+    by_run = evaluate_checkpoint(version.source, episodes=1, tracking_uri=uri)
+    assert by_run.returns and by_run.env == "CartPole-v1"
+
+
+def test_host_process_tracking_uri_untouched(tracked_sweep):
+    assert mlflow.get_tracking_uri() == "sqlite:////nonexistent/host-process.db"

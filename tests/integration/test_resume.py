@@ -1,0 +1,96 @@
+"""Kill a running `tuner run` and resume it: same parent run, each trial once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.integration
+
+SPEC = {
+    "name": "resumable",
+    "algorithm": "PPO",
+    "env": "CartPole-v1",
+    "config": {
+        "train_batch_size_per_learner": 128,
+        "minibatch_size": 64,
+        "num_epochs": 1,
+        "min_time_s_per_iteration": 1,
+    },
+    "model": {"fcnet_hiddens": [16]},
+    "search": {"method": "grid", "num_samples": 1, "space": {"lr": {"grid": [1e-4, 1e-3]}}},
+    "stop": {"training_iteration": 6},
+    "checkpoint": {"frequency": 1, "at_end": True, "num_to_keep": 2},
+    "max_concurrent_trials": 2,
+}
+
+
+def tuner_run(spec_path, data_dir, *extra):
+    env = {**os.environ, "TUNER_DATA_DIR": str(data_dir)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuner.cli", "run", str(spec_path), "--output", "json", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+        text=True,
+    )
+
+
+def test_kill_and_resume(tmp_path):
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(SPEC))
+    data = tmp_path / "data"
+    first = tuner_run(spec_path, data)
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline:
+            ckpts = list((data / "ray_results").glob("resumable_*/*/checkpoint_000001"))
+            states = list((data / "ray_results").glob("resumable_*/experiment_state-*.json"))
+            if len(ckpts) == 2 and states:
+                break
+            assert first.poll() is None, "the sweep ended before it could be killed"
+            time.sleep(0.5)
+        else:
+            pytest.fail("no checkpoints within 240 s")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the process group this test started
+        first.wait()
+
+    second = tuner_run(spec_path, data, "--resume")
+    out, _ = second.communicate(timeout=300)
+    assert second.returncode == 0, out
+    summary = json.loads(out)
+    assert len(summary["trials"]) == 2
+    assert all(t["status"] == "TERMINATED" and t["iterations"] == 6 for t in summary["trials"])
+    (run_dir,) = (data / "ray_results").glob("resumable_*")
+    for trial_dir in run_dir.glob("TunerPPO_*"):
+        last = json.loads((trial_dir / "result.json").read_text().strip().splitlines()[-1])
+        assert last["training_iteration"] == 6
+        assert last["iterations_since_restore"] < 6  # continued from a checkpoint
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{data / 'mlflow.db'}")
+    runs = client.search_runs([summary["mlflow"]["experiment_id"]])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and parents[0].info.run_id == summary["mlflow"]["parent_run_id"]
+    assert len(children) == 2
+    assert {c.data.tags["tuner.trial_id"] for c in children} == {
+        t["trial_id"] for t in summary["trials"]
+    }
+    for child in children:
+        iters = [
+            m.value for m in client.get_metric_history(child.info.run_id, "training_iteration")
+        ]
+        assert sorted(iters) == sorted(set(iters)) and max(iters) == 6  # no duplicates
+        assert child.info.status == "FINISHED"
+    assert Path(summary["path"]) == run_dir

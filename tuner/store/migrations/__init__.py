@@ -1,0 +1,1 @@
+"""Alembic migrations of the tuner store (env.py, versions/)."""

@@ -1,0 +1,1 @@
+"""Alembic revisions of the tuner store, oldest first."""
