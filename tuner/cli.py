@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -14,6 +15,8 @@ from tuner.settings import Settings
 from tuner.spec import SpecError, load_spec
 
 if TYPE_CHECKING:
+    import httpx
+
     from tuner.trials import SweepSummary, TrackingConfig
 
 app = typer.Typer(
@@ -162,6 +165,210 @@ def evaluate(
             f"{result.env}: mean return {result.mean_return:.4g} ± {result.std_return:.3g} "
             f"over {result.episodes} episodes"
         )
+
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (TUNER_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (TUNER_PORT).")] = None,
+    mlflow_ui: Annotated[
+        bool, typer.Option(help="Also serve the MLflow UI (embedded store only).")
+    ] = False,
+    mlflow_port: Annotated[int, typer.Option(help="Port of the MLflow UI.")] = 5000,
+) -> None:
+    """Start the API and web page (and, with no TUNER_RAY_ADDRESS, a local Ray head)."""
+    import subprocess
+
+    import uvicorn
+
+    from tuner.api import create_app
+
+    settings = Settings()
+    host = host or settings.host
+    port = port or settings.port
+    if host not in LOOPBACK and not settings.api_token:
+        err.print(f"refusing to bind {host}: set TUNER_API_TOKEN to serve beyond loopback")
+        raise typer.Exit(2)
+    settings.data_path.mkdir(parents=True, exist_ok=True)
+    ui = None
+    if mlflow_ui and not settings.mlflow_tracking_uri:
+        ui = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("mlflow")),
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(mlflow_port),
+                "--backend-store-uri",
+                settings.tracking_uri,
+                "--default-artifact-root",
+                settings.artifact_root,
+            ],
+            start_new_session=True,
+        )
+    try:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    finally:
+        if ui is not None:
+            ui.terminate()
+            ui.wait(timeout=30)
+
+
+def _client(url: str | None) -> httpx.Client:
+    import httpx
+
+    settings = Settings()
+    base = url or os.environ.get("TUNER_URL") or f"http://{settings.host}:{settings.port}"
+    headers = {"Authorization": f"Bearer {settings.api_token}"} if settings.api_token else {}
+    return httpx.Client(base_url=base.rstrip("/") + "/api/v1", headers=headers, timeout=30)
+
+
+def _call(method: str, url: str | None, path: str, **kwargs: object) -> dict:
+    import httpx
+
+    try:
+        with _client(url) as client:
+            response = client.request(method, path, **kwargs)
+    except httpx.HTTPError as e:
+        err.print(f"cannot reach the tuner server: {e}")
+        raise typer.Exit(3) from None
+    if response.status_code >= 400:
+        detail = response.json().get("detail") if response.content else response.reason_phrase
+        if isinstance(detail, list):
+            for issue in detail:
+                err.print(
+                    f"  {issue.get('loc')}: {issue.get('msg')} (got "
+                    f"{json.dumps(issue.get('value'), default=str)})",
+                    highlight=False,
+                )
+        else:
+            err.print(f"{response.status_code}: {detail}", highlight=False)
+        raise typer.Exit(2 if response.status_code in (400, 404, 409, 413, 422) else 1)
+    return response.json() if response.content else {}
+
+
+UrlOpt = Annotated[str | None, typer.Option("--url", help="Server URL (TUNER_URL).")]
+TERMINAL_STATUSES = {"SUCCEEDED", "STOPPED", "FAILED"}
+
+
+@app.command()
+def submit(
+    file: Annotated[Path, typer.Argument(help="Spec file (YAML or JSON).")],
+    wait: Annotated[bool, typer.Option(help="Follow the sweep until it ends.")] = False,
+    url: UrlOpt = None,
+) -> None:
+    """Submit a sweep to a running server; prints its id."""
+    ctype = "application/json" if file.suffix == ".json" else "application/yaml"
+    try:
+        body = file.read_bytes()
+    except OSError as e:
+        err.print(f"{file}: {e.strerror}")
+        raise typer.Exit(2) from None
+    exp = _call("POST", url, "/experiments", content=body, headers={"Content-Type": ctype})
+    for w in exp.get("warnings", []):
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    typer.echo(exp["id"])
+    if wait:
+        exp = _wait(url, exp["id"])
+        raise typer.Exit(0 if exp["status"] == "SUCCEEDED" else 1)
+
+
+def _wait(url: str | None, experiment_id: str) -> dict:
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[best]}"),
+        console=err,
+    ) as bar:
+        task = bar.add_task(experiment_id, total=None, best="")
+        while True:
+            exp = _call("GET", url, f"/experiments/{experiment_id}")
+            counts = exp.get("trial_counts", {})
+            done = counts.get("TERMINATED", 0) + counts.get("ERROR", 0)
+            total = max(sum(counts.values()), exp["spec"]["search"]["num_samples"])
+            trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
+            best = [t["best_metric"] for t in trials if t.get("best_metric") is not None]
+            best_s = f"best {max(best) if exp['mode'] == 'max' else min(best):.4g}" if best else ""
+            bar.update(
+                task,
+                completed=done,
+                total=total,
+                description=f"{exp['name']} {exp['status']}",
+                best=best_s,
+            )
+            if exp["status"] in TERMINAL_STATUSES:
+                return exp
+            time.sleep(2)
+
+
+@app.command()
+def status(
+    experiment_id: Annotated[str | None, typer.Argument(help="Sweep id; none lists all.")] = None,
+    url: UrlOpt = None,
+    output: Annotated[str, typer.Option(help="table or json.")] = "table",
+) -> None:
+    """Show one sweep (with its trials) or list sweeps."""
+    from rich.table import Table
+
+    out = Console()
+    if experiment_id is None:
+        data = _call("GET", url, "/experiments", params={"limit": 200})
+        if output == "json":
+            typer.echo(json.dumps(data, indent=2))
+            return
+        table = Table("id", "name", "status", "algorithm", "trials", "best")
+        for e in data["items"]:
+            best = e.get("best") or {}
+            table.add_row(
+                e["id"],
+                e["name"],
+                e["status"],
+                e["algorithm"],
+                str(sum(e["trial_counts"].values())),
+                f"{best['metric_value']:.4g}" if best else "-",
+            )
+        out.print(table)
+        return
+    exp = _call("GET", url, f"/experiments/{experiment_id}")
+    trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
+    if output == "json":
+        typer.echo(json.dumps({**exp, "trials": trials}, indent=2))
+        return
+    out.print(f"[bold]{exp['name']}[/bold] ({exp['id']}): {exp['status']}")
+    if exp.get("error"):
+        out.print(f"[red]{exp['error']}[/red]", highlight=False)
+    table = Table("trial", "status", "iter", "env steps", "metric", "config")
+    for t in trials:
+        table.add_row(
+            t["trial_id"],
+            t["status"],
+            str(t["iterations"]),
+            str(t["env_steps"]),
+            "-" if t["metric"] is None else f"{t['metric']:.4g}",
+            json.dumps(t["config"]),
+        )
+    out.print(table)
+    if exp.get("best"):
+        out.print(
+            "best: " + json.dumps(exp["best"]["config"]) + f" -> {exp['best']['metric_value']:.4g}",
+            highlight=False,
+        )
+
+
+@app.command()
+def stop(experiment_id: str, url: UrlOpt = None) -> None:
+    """Stop a sweep gracefully (trials checkpoint and end)."""
+    exp = _call("POST", url, f"/experiments/{experiment_id}/stop")
+    typer.echo(f"{experiment_id}: {exp['status']}")
 
 
 @app.command("schema")

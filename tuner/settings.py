@@ -45,6 +45,17 @@ class Settings(BaseSettings):
     api_token: str | None = Field(
         None, description="When set, every route but /healthz needs 'Authorization: Bearer'."
     )
+    stop_timeout_s: float = Field(
+        60, gt=0, description="A stopping sweep whose Ray Job still runs after this is killed."
+    )
+    max_attempts: int = Field(
+        3, ge=1, description="Driver launches per sweep before a dead driver means FAILED."
+    )
+    poll_interval_s: float = Field(1.0, gt=0, description="Supervisor period (s).")
+    max_body_bytes: int = Field(1_048_576, gt=0, description="Largest request body accepted.")
+    embedded_num_cpus: int | None = Field(
+        None, description="CPUs of the embedded Ray head (default: all of this machine)."
+    )
     host: str = Field("127.0.0.1", description="Address `tuner serve` binds.")
     port: int = Field(8000, description="Port `tuner serve` binds.")
 

@@ -345,6 +345,21 @@ class Store:
                 point.values = {k: point.values[k] for k in keys if k in point.values}
         return points
 
+    def metric_series(self, experiment_id: str, key: str) -> dict[str, list[tuple[int, float]]]:
+        """Every trial's curve of one metric: trial_id -> [(env_steps, value), ...]."""
+        query = (
+            select(MetricPointRow.trial_id, MetricPointRow.env_steps, MetricPointRow.values)
+            .where(MetricPointRow.experiment_id == experiment_id)
+            .order_by(MetricPointRow.trial_id, MetricPointRow.iteration)
+        )
+        series: dict[str, list[tuple[int, float]]] = {}
+        with self._sessions() as session:
+            for trial_id, env_steps, values in session.execute(query):
+                curve = series.setdefault(trial_id, [])
+                if key in values:
+                    curve.append((env_steps, values[key]))
+        return series
+
 
 def _check_status(status: str) -> None:
     """Raise ValueError for a status outside STATUSES."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ray import tune
+from ray.tune.stopper import Stopper
 
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import fixed_settings
@@ -41,7 +42,9 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         return
     paths = [os.getcwd(), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    if address:
+    if address == "auto":  # a Ray Job's driver: the job's runtime_env already has PYTHONPATH
+        ray.init(address=address, log_to_driver=False)
+    elif address:
         ray.init(
             address=address,
             log_to_driver=False,
@@ -140,6 +143,7 @@ def run_sweep(
     callbacks: Sequence[tune.Callback] = (),
     ray_address: str | None = None,
     tracking: TrackingConfig | None = None,
+    stoppers: Sequence[Stopper] = (),
 ) -> SweepSummary:
     """Runs (or, with resume, continues) the spec's sweep and returns its summary.
 
@@ -180,7 +184,9 @@ def run_sweep(
         print(f"resuming {previous}", file=sys.stderr)
         tuner = restore_tuner(spec, previous, callbacks=cbs)
     else:
-        tuner = build_tuner(spec, storage_path=storage_path, name=name, callbacks=cbs)
+        tuner = build_tuner(
+            spec, storage_path=storage_path, name=name, callbacks=cbs, stoppers=list(stoppers)
+        )
     result_grid = tuner.fit()
     summary = summarise(spec, result_grid, warnings)
     if tracker is not None:

@@ -9,6 +9,7 @@ from ray import tune
 from ray.tune import CheckpointConfig, FailureConfig, RunConfig
 from ray.tune.search import BasicVariantGenerator, Searcher
 from ray.tune.search.optuna import OptunaSearch
+from ray.tune.stopper import CombinedStopper, Stopper
 
 from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec
@@ -88,6 +89,7 @@ def build_tuner(
     storage_path: str,
     name: str,
     callbacks: list[tune.Callback] | None = None,
+    stoppers: list[Stopper] | None = None,
 ) -> tune.Tuner:
     """A Tuner that runs the spec's sweep, its state under storage_path/name."""
     space = search_space(spec)
@@ -95,7 +97,7 @@ def build_tuner(
     run_config = RunConfig(
         name=name,
         storage_path=str(storage_path),
-        stop=build_stopper(spec),
+        stop=CombinedStopper(build_stopper(spec), *stoppers) if stoppers else build_stopper(spec),
         callbacks=callbacks or [],
         checkpoint_config=CheckpointConfig(
             num_to_keep=ckpt.num_to_keep,

@@ -1,0 +1,168 @@
+"""The FastAPI app: lifespan (store, Ray cluster, supervisor loop, validation worker),
+request-size limit, the web page and its offline assets."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+import tuner
+from tuner import _checks
+from tuner.api._routes import public, router
+from tuner.launcher import Launcher
+from tuner.service import Supervisor
+from tuner.settings import Settings
+from tuner.spec import ExperimentSpec
+from tuner.store import Store
+
+log = logging.getLogger("tuner.api")
+STATIC = Path(__file__).with_name("static")
+
+
+def plotly_js() -> Path:
+    """plotly's bundled JS from the installed Python package (no CDN)."""
+    import plotly
+
+    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+class BodyLimit:
+    """Rejects request bodies over `limit` bytes with 413 (declared or streamed)."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(
+        self,
+        scope: dict,
+        receive: Callable[[], Awaitable[dict]],
+        send: Callable[[dict], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and int(declared) > self.limit:
+            return await self._reject(scope, receive, send)
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await self._reject(scope, receive, send)
+
+    async def _reject(self, scope: dict, receive: Any, send: Any) -> None:
+        response = JSONResponse({"detail": f"request body over {self.limit} bytes"}, 413)
+        await response(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _openapi(app: FastAPI) -> Callable[[], dict]:
+    def build() -> dict:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(
+            title=app.title, version=app.version, routes=app.routes, description=app.description
+        )
+        spec_schema = ExperimentSpec.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(spec_schema.pop("$defs", {}))
+        components["ExperimentSpec"] = spec_schema
+        app.openapi_schema = schema
+        return schema
+
+    return build
+
+
+async def _supervise(app: FastAPI) -> None:
+    supervisor: Supervisor = app.state.supervisor
+    wake: asyncio.Event = app.state.wake_event
+    interval = app.state.settings.poll_interval_s
+    while True:
+        try:
+            await asyncio.to_thread(supervisor.tick)
+        except Exception:  # noqa: BLE001 - keep supervising; the next tick retries
+            log.exception("supervisor tick failed")
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=interval)
+        except TimeoutError:
+            pass
+        wake.clear()
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    settings.data_path.mkdir(parents=True, exist_ok=True)
+    app.state.store = await asyncio.to_thread(Store, settings.store_url)
+    launcher = Launcher(settings)
+    app.state.launcher = launcher
+    await asyncio.to_thread(launcher.start, settings.embedded_num_cpus)
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool.submit(_checks.warm_up)
+    app.state.check_pool = lambda data: pool.submit(_checks.check_spec, data)
+    loop = asyncio.get_running_loop()
+    app.state.wake_event = asyncio.Event()
+    app.state.wake = lambda: loop.call_soon_threadsafe(app.state.wake_event.set)
+    app.state.supervisor = Supervisor(app.state.store, launcher, settings)
+    task = asyncio.create_task(_supervise(app))
+    try:
+        yield
+    finally:
+        task.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)
+        if launcher.started_head:
+            await asyncio.to_thread(launcher.stop_head)
+        app.state.store.close()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The tuner API: REST under /api/v1, the web page at /, OpenAPI at /openapi.json."""
+    app = FastAPI(
+        title="tuner",
+        version=tuner.__version__,
+        lifespan=_lifespan,
+        description="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked in MLflow.",
+    )
+    app.state.settings = settings or Settings()
+    app.state.check_pool = None
+    app.include_router(public)
+    app.include_router(router)
+    app.openapi = _openapi(app)
+    app.add_middleware(BodyLimit, limit=app.state.settings.max_body_bytes)
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/static/vendor/plotly.min.js", include_in_schema=False)
+    def plotly() -> FileResponse:
+        return FileResponse(plotly_js(), media_type="application/javascript")
+
+    if STATIC.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+__all__ = ["create_app"]

@@ -1,0 +1,302 @@
+"""Routes under /api/v1: thin, the work is in tuner.service and the store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
+
+import tuner
+from tuner import service
+from tuner.api._deps import SettingsDep, StoreDep, require_token
+from tuner.api._models import (
+    AlgorithmInfo,
+    ExperimentList,
+    ExperimentView,
+    Health,
+    MetricSeries,
+    Problem,
+    TrialList,
+    TrialMetrics,
+    TrialOut,
+)
+from tuner.settings import Settings
+from tuner.spec import ExperimentSpec
+from tuner.store import STATUSES, ExperimentRecord, Store
+
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(require_token)])
+public = APIRouter(prefix="/api/v1")
+NOT_FOUND = {404: {"model": Problem}}
+_TRIALS_DIR = Path(tuner.__file__).parent / "trials"
+_SPACES = Path(tuner.__file__).parent / "search_spaces" / "defaults.yaml"
+
+
+def _mlflow_url(settings: Settings, experiment_id: str | None, run_id: str | None) -> str | None:
+    if not (experiment_id and run_id):
+        return None
+    return f"{settings.mlflow_ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def experiment_view(store: Store, rec: ExperimentRecord) -> ExperimentView:
+    """The public view of a stored sweep."""
+    spec = rec.spec
+    return ExperimentView(
+        id=rec.id,
+        name=rec.name,
+        status=rec.status,
+        algorithm=spec.get("algorithm", ""),
+        env=spec.get("env", ""),
+        metric=spec.get("metric", ""),
+        mode=spec.get("mode", "max"),
+        spec=spec,
+        warnings=rec.warnings,
+        trial_counts=store.trial_counts(rec.id),
+        best=rec.best,
+        mlflow=rec.mlflow,
+        error=rec.error,
+        attempts=rec.attempts,
+        job_id=rec.job_id,
+        created_at=rec.created_at,
+        started_at=rec.started_at,
+        finished_at=rec.finished_at,
+    )
+
+
+def _get(store: Store, experiment_id: str) -> ExperimentRecord:
+    rec = store.get_experiment(experiment_id)
+    if rec is None:
+        raise HTTPException(404, detail=f"no sweep {experiment_id!r}")
+    return rec
+
+
+def _conflict(err: service.Conflict) -> HTTPException:
+    return HTTPException(409, detail=str(err))
+
+
+@public.get("/healthz", response_model=Health, tags=["service"])
+def healthz(request: Request, store: StoreDep) -> Health:
+    """Liveness: the store answers; the Ray address the service submits to."""
+    store.count_by_status({"RUNNING"})
+    launcher = request.app.state.launcher
+    return Health(
+        status="ok",
+        version=tuner.__version__,
+        ray_address=launcher.address,
+        store=store.url.get_backend_name(),
+    )
+
+
+async def _spec_body(request: Request) -> Any:
+    raw = await request.body()
+    ctype = request.headers.get("content-type", "application/json")
+    try:
+        if "yaml" in ctype:
+            return yaml.safe_load(raw)
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as err:
+        raise HTTPException(
+            422,
+            detail=[
+                {
+                    "loc": "(body)",
+                    "msg": f"not valid {'YAML' if 'yaml' in ctype else 'JSON'}: {err}",
+                    "value": None,
+                }
+            ],
+        ) from None
+
+
+_SPEC_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ExperimentSpec"}},
+            "application/yaml": {"schema": {"$ref": "#/components/schemas/ExperimentSpec"}},
+        },
+    }
+}
+
+
+@router.post(
+    "/experiments",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ExperimentView,
+    responses={422: {"model": Problem}},
+    openapi_extra=_SPEC_BODY,
+    tags=["experiments"],
+)
+async def create_experiment(request: Request, store: StoreDep) -> ExperimentView:
+    """Validates a spec (JSON or YAML body) and queues the sweep; returns at once.
+
+    422: `detail` lists each problem as {loc (field path), msg, value}."""
+    data = await _spec_body(request)
+    checked = await asyncio.wrap_future(request.app.state.check_pool(data))
+    if "issues" in checked:
+        raise HTTPException(422, detail=checked["issues"])
+    rec = await run_in_threadpool(service.submit, store, checked["spec"], checked["warnings"])
+    request.app.state.wake()
+    return await run_in_threadpool(experiment_view, store, rec)
+
+
+@router.get("/experiments", response_model=ExperimentList, tags=["experiments"])
+def list_experiments(
+    store: StoreDep,
+    status_: Annotated[str | None, Query(alias="status", description="Filter by status.")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> ExperimentList:
+    """Sweeps, newest first, one page at a time."""
+    if status_ is not None and status_ not in STATUSES:
+        raise HTTPException(
+            422, detail=[{"loc": "status", "msg": f"one of {list(STATUSES)}", "value": status_}]
+        )
+    records, total = store.list_experiments(status=status_, limit=limit, offset=offset)
+    return ExperimentList(
+        items=[experiment_view(store, r) for r in records], total=total, limit=limit, offset=offset
+    )
+
+
+@router.get(
+    "/experiments/{experiment_id}",
+    response_model=ExperimentView,
+    responses=NOT_FOUND,
+    tags=["experiments"],
+)
+def get_experiment(experiment_id: str, store: StoreDep) -> ExperimentView:
+    """Spec, status, trial counts, best trial (config, metric, checkpoint), MLflow links."""
+    return experiment_view(store, _get(store, experiment_id))
+
+
+@router.get(
+    "/experiments/{experiment_id}/trials",
+    response_model=TrialList,
+    responses=NOT_FOUND,
+    tags=["experiments"],
+)
+def list_trials(experiment_id: str, store: StoreDep, settings: SettingsDep) -> TrialList:
+    """Every trial: status, sampled values, progress, metric, error, node, MLflow run."""
+    rec = _get(store, experiment_id)
+    mlflow_exp = (rec.mlflow or {}).get("experiment_id")
+    items = [
+        TrialOut(**t.model_dump(), mlflow_url=_mlflow_url(settings, mlflow_exp, t.mlflow_run_id))
+        for t in store.list_trials(experiment_id)
+    ]
+    return TrialList(items=items)
+
+
+@router.get(
+    "/experiments/{experiment_id}/trials/{trial_id}/metrics",
+    response_model=TrialMetrics,
+    responses=NOT_FOUND,
+    tags=["experiments"],
+)
+def trial_metrics(
+    experiment_id: str,
+    trial_id: str,
+    store: StoreDep,
+    keys: Annotated[str | None, Query(description="Comma-separated metric keys.")] = None,
+) -> TrialMetrics:
+    """A trial's per-iteration metrics."""
+    _get(store, experiment_id)
+    if store.get_trial(experiment_id, trial_id) is None:
+        raise HTTPException(404, detail=f"no trial {trial_id!r} in sweep {experiment_id!r}")
+    wanted = [k for k in keys.split(",") if k] if keys else None
+    points = store.metric_history(experiment_id, trial_id, keys=wanted)
+    return TrialMetrics(trial_id=trial_id, points=[p.model_dump() for p in points])
+
+
+@router.get(
+    "/experiments/{experiment_id}/metrics",
+    response_model=MetricSeries,
+    responses=NOT_FOUND,
+    tags=["experiments"],
+)
+def metric_series(
+    experiment_id: str,
+    store: StoreDep,
+    key: Annotated[str | None, Query(description="Metric key; default the spec metric.")] = None,
+) -> MetricSeries:
+    """One metric of every trial, for learning curves: trial_id -> [[env_steps, value]]."""
+    rec = _get(store, experiment_id)
+    key = key or rec.spec.get("metric", "env_runners/episode_return_mean")
+    return MetricSeries(key=key, series=store.metric_series(experiment_id, key))
+
+
+@router.post(
+    "/experiments/{experiment_id}/stop",
+    response_model=ExperimentView,
+    status_code=202,
+    responses={**NOT_FOUND, 409: {"model": Problem}},
+    tags=["experiments"],
+)
+def stop_experiment(experiment_id: str, request: Request, store: StoreDep) -> ExperimentView:
+    """Stops a sweep: trials checkpoint and end (STOPPING, then STOPPED); a job that does
+    not end within TUNER_STOP_TIMEOUT_S is stopped through Ray."""
+    _get(store, experiment_id)
+    try:
+        rec = service.request_stop(store, experiment_id)
+    except service.Conflict as err:
+        raise _conflict(err) from None
+    request.app.state.wake()
+    return experiment_view(store, rec)
+
+
+@router.post(
+    "/experiments/{experiment_id}/resume",
+    response_model=ExperimentView,
+    status_code=202,
+    responses={**NOT_FOUND, 409: {"model": Problem}},
+    tags=["experiments"],
+)
+def resume_experiment(experiment_id: str, request: Request, store: StoreDep) -> ExperimentView:
+    """Continues a STOPPED or FAILED sweep from Tune's state (same MLflow parent run)."""
+    _get(store, experiment_id)
+    try:
+        rec = service.resume(store, experiment_id)
+    except service.Conflict as err:
+        raise _conflict(err) from None
+    request.app.state.wake()
+    return experiment_view(store, rec)
+
+
+@router.delete(
+    "/experiments/{experiment_id}",
+    status_code=204,
+    responses={**NOT_FOUND, 409: {"model": Problem}},
+    tags=["experiments"],
+)
+def delete_experiment(experiment_id: str, store: StoreDep) -> Response:
+    """Removes a finished sweep from the service (409 while it runs). MLflow keeps its runs."""
+    _get(store, experiment_id)
+    try:
+        service.delete(store, experiment_id)
+    except service.Conflict as err:
+        raise _conflict(err) from None
+    return Response(status_code=204)
+
+
+@router.get("/algorithms", response_model=list[AlgorithmInfo], tags=["algorithms"])
+def algorithms() -> list[AlgorithmInfo]:
+    """Algorithms and presets, with each one's settings and default search space."""
+    presets = yaml.safe_load((_TRIALS_DIR / "presets.yaml").read_text())
+    spaces = yaml.safe_load(_SPACES.read_text())
+    out = []
+    for name in ExperimentSpec.model_fields["algorithm"].annotation.__args__:
+        preset = presets.get(name, {})
+        base = preset.get("algorithm", name)
+        out.append(
+            AlgorithmInfo(
+                name=name,
+                base_algorithm=base,
+                doc=preset.get("doc"),
+                preset_config=preset.get("config", {}),
+                default_space=spaces.get(base, {}).get("space", {}),
+                warnings=preset.get("warnings", []),
+            )
+        )
+    return out

@@ -1,0 +1,663 @@
+// tuner status page: a hash-routed single page over the REST API (/api/v1).
+// Plain ES2020, no build step. `Plotly` is a global from static/vendor/plotly.min.js.
+//
+//   #/                      list of sweeps (?status=RUNNING&offset=50 in the hash)
+//   #/experiments/<id>      one sweep: header, best trial, trials table, charts
+//
+// Every 2 s while the tab is visible the current view is re-fetched and the DOM is
+// patched in place: tables are rebuilt with one innerHTML assignment (skipped when
+// the markup is unchanged), charts go through Plotly.react only when a cheap data
+// signature changed, and clicks are handled by delegation on the table bodies.
+'use strict';
+
+const API = 'api/v1';
+const POLL_MS = 2000;
+const PAGE_SIZE = 50;
+const TOKEN_KEY = 'tuner.token';
+const TERMINAL = new Set(['SUCCEEDED', 'STOPPED', 'FAILED']);
+const STOPPABLE = new Set(['QUEUED', 'RUNNING']);
+const RESUMABLE = new Set(['STOPPED', 'FAILED']);
+const PLOT_CONFIG = { responsive: true, displaylogo: false };
+
+const $ = (sel) => document.querySelector(sel);
+
+// ---------------------------------------------------------------- helpers
+
+const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+/** Escape any value for use in HTML text or a quoted attribute. */
+function esc(value) {
+  return String(value ?? '').replace(/[&<>"']/g, (c) => ESCAPES[c]);
+}
+
+/** Only http(s) and same-origin links from the API become hrefs (no javascript: URLs). */
+function safeUrl(url) {
+  return typeof url === 'string' && /^(https?:\/\/|\/)/i.test(url) ? url : null;
+}
+
+function fmtNum(v) {
+  if (typeof v !== 'number') return v == null ? '' : String(v);
+  if (!Number.isFinite(v)) return String(v);
+  if (Number.isInteger(v)) return v.toLocaleString('en-US');
+  if (Math.abs(v) >= 1000) return v.toFixed(1);
+  return String(Number(v.toPrecision(4)));
+}
+
+/** Format a config value: numbers compactly, lists/objects as JSON. */
+function fmtValue(v) {
+  if (v == null) return '';
+  if (typeof v === 'number') return fmtNum(v);
+  if (typeof v === 'object') return JSON.stringify(v);
+  return String(v);
+}
+
+function fmtTime(iso) {
+  if (!iso) return '—';
+  // Naive timestamps (no offset) are UTC on the server; say so before parsing.
+  const d = new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(iso) ? iso : `${iso}Z`);
+  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+}
+
+function badge(status) {
+  const s = String(status ?? 'UNKNOWN');
+  return `<span class="badge badge-${s.toLowerCase().replace(/[^a-z]/g, '')}">${esc(s)}</span>`;
+}
+
+function link(url, text) {
+  const href = safeUrl(url);
+  return href ? `<a href="${esc(href)}" target="_blank" rel="noopener">${esc(text)}</a>` : '';
+}
+
+function truncate(text, n) {
+  const first = String(text).split('\n').find((l) => l.trim()) ?? '';
+  return first.length > n ? `${first.slice(0, n - 1)}…` : first;
+}
+
+/** Natural order: "trial_2" before "trial_10". */
+const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: 'base' });
+
+// Last markup written per element, so unchanged tables are not re-parsed (which would
+// also drop a text selection or hover state every 2 s).
+const lastHtml = new WeakMap();
+function setHtml(el, html) {
+  if (lastHtml.get(el) === html) return;
+  lastHtml.set(el, html);
+  el.innerHTML = html;
+}
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+function show(el, visible) {
+  el.hidden = !visible;
+}
+
+// ---------------------------------------------------------------- API
+
+class HttpError extends Error {
+  constructor(status, detail) {
+    super(detail);
+    this.status = status;
+  }
+}
+
+let memoryToken = ''; // used when localStorage is disabled
+function getToken() {
+  try { return localStorage.getItem(TOKEN_KEY) || memoryToken; } catch { return memoryToken; }
+}
+
+async function api(path, method = 'GET') {
+  const headers = { Accept: 'application/json' };
+  const token = getToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const res = await fetch(`${API}${path}`, { method, headers, cache: 'no-store' });
+  if (res.status === 401) show($('#token-box'), true);
+  let body = null;
+  try { body = await res.json(); } catch { /* empty or non-JSON body */ }
+  if (!res.ok) {
+    const d = body && body.detail;
+    const msg = typeof d === 'string' ? d : d ? JSON.stringify(d) : `HTTP ${res.status}`;
+    throw new HttpError(res.status, msg);
+  }
+  return body;
+}
+
+function describeError(err) {
+  if (err instanceof HttpError) {
+    if (err.status === 401) return 'The API needs a token: enter it in the box at the top right.';
+    return `Request failed (${err.status}): ${err.message}`;
+  }
+  return `Cannot reach the tuner server (${err.message}). Retrying…`;
+}
+
+function setBanner(message) {
+  const el = $('#error-banner');
+  setText(el, message || '');
+  show(el, Boolean(message));
+}
+
+// ---------------------------------------------------------------- state & routing
+
+const state = {
+  route: { view: 'list', status: '', offset: 0 },
+  gen: 0, // bumped on navigation: responses that arrive for an older view are dropped
+  exp: null, // per-sweep state, see newSweepState()
+  lastRefreshMs: 0,
+};
+
+function newSweepState(id) {
+  return {
+    id,
+    data: null, // last Experiment
+    trials: [],
+    configKeys: [],
+    sort: { key: null, dir: 1 },
+    finalFetched: false, // terminal sweep whose trials/metrics were fetched once more
+    curvesSig: '',
+    parcoordsSig: '',
+  };
+}
+
+function parseRoute() {
+  const [path, query = ''] = location.hash.replace(/^#/, '').split('?');
+  const m = path.match(/^\/experiments\/([^/]+)\/?$/);
+  if (m) return { view: 'experiment', id: decodeURIComponent(m[1]) };
+  const q = new URLSearchParams(query);
+  const offset = Math.max(0, parseInt(q.get('offset'), 10) || 0);
+  return { view: 'list', status: q.get('status') || '', offset };
+}
+
+function listHash(status, offset) {
+  const q = new URLSearchParams();
+  if (status) q.set('status', status);
+  if (offset > 0) q.set('offset', String(offset));
+  const s = q.toString();
+  return s ? `#/?${s}` : '#/';
+}
+
+function onRoute() {
+  const route = parseRoute();
+  state.route = route;
+  state.gen += 1;
+  show($('#list-view'), route.view === 'list');
+  show($('#experiment-view'), route.view === 'experiment');
+  if (route.view === 'list') {
+    $('#status-filter').value = route.status;
+    document.title = 'tuner · sweeps';
+  } else if (!state.exp || state.exp.id !== route.id) {
+    state.exp = newSweepState(route.id);
+    clearSweepView();
+  }
+  refreshNow();
+}
+
+// ---------------------------------------------------------------- polling
+
+let timer = 0;
+let inflight = null;
+
+/** Run one refresh of the current view; refreshes never overlap. */
+async function refresh() {
+  while (inflight) await inflight;
+  inflight = doRefresh();
+  try { await inflight; } finally { inflight = null; }
+}
+
+async function doRefresh() {
+  const { gen, route } = state;
+  const t0 = performance.now();
+  try {
+    if (route.view === 'list') await refreshList(route, gen);
+    else await refreshSweep(route.id, gen);
+    if (gen !== state.gen) return;
+    setBanner('');
+    setText($('#last-updated'), `Updated ${new Date().toLocaleTimeString()}`);
+    state.lastRefreshMs = performance.now() - t0;
+  } catch (err) {
+    if (gen === state.gen) setBanner(describeError(err));
+  }
+}
+
+function schedule() {
+  clearTimeout(timer);
+  // A hidden tab schedules nothing; the visibilitychange handler restarts the loop.
+  if (document.visibilityState === 'visible') timer = setTimeout(tick, POLL_MS);
+}
+
+async function tick() {
+  await refresh();
+  schedule();
+}
+
+function refreshNow() {
+  clearTimeout(timer);
+  refresh().finally(schedule);
+}
+
+// ---------------------------------------------------------------- list view
+
+async function refreshList(route, gen) {
+  const q = new URLSearchParams({ limit: String(PAGE_SIZE), offset: String(route.offset) });
+  if (route.status) q.set('status', route.status);
+  const page = await api(`/experiments?${q}`);
+  if (gen === state.gen) renderList(page, route);
+}
+
+function countsText(counts) {
+  const c = counts || {};
+  const total = Object.values(c).reduce((a, b) => a + (Number(b) || 0), 0);
+  return `${c.TERMINATED || 0}/${total} done, ${c.RUNNING || 0} running, ${c.ERROR || 0} errored`;
+}
+
+function renderList(page, route) {
+  const items = page.items || [];
+  const rows = items.map((e) => `
+    <tr data-id="${esc(e.id)}">
+      <td><a href="#/experiments/${esc(encodeURIComponent(e.id))}">${esc(e.name || e.id)}</a></td>
+      <td>${badge(e.status)}</td>
+      <td>${esc(e.algorithm)}</td>
+      <td>${esc(e.env)}</td>
+      <td>${esc(countsText(e.trial_counts))}</td>
+      <td class="num">${esc(fmtNum(e.best ? e.best.metric_value : null))}</td>
+      <td>${esc(fmtTime(e.created_at))}</td>
+    </tr>`);
+  const empty = `<tr><td colspan="7" class="empty">No sweeps${
+    route.status ? ` with status ${esc(route.status)}` : ''}.</td></tr>`;
+  setHtml($('#experiments-table tbody'), rows.length ? rows.join('') : empty);
+
+  const total = page.total ?? items.length;
+  const from = items.length ? route.offset + 1 : 0;
+  setText($('#page-info'), `${from}–${route.offset + items.length} of ${total}`);
+  $('#prev-page').disabled = route.offset <= 0;
+  $('#next-page').disabled = route.offset + PAGE_SIZE >= total;
+}
+
+// ---------------------------------------------------------------- sweep view
+
+async function refreshSweep(id, gen) {
+  const s = state.exp;
+  const enc = encodeURIComponent(id);
+  const exp = await api(`/experiments/${enc}`);
+  if (gen !== state.gen) return;
+  s.data = exp;
+  renderHeader(exp);
+  renderBest();
+
+  // Once the sweep is terminal, trials and metrics are fetched one last time and then
+  // left alone; the experiment itself is still polled, so a resume restarts them.
+  const terminal = TERMINAL.has(exp.status);
+  if (!terminal) s.finalFetched = false;
+  if (s.finalFetched) return;
+
+  const metricsReq = exp.metric
+    ? api(`/experiments/${enc}/metrics?key=${encodeURIComponent(exp.metric)}`)
+      .catch((err) => ({ error: err })) // no curves must not hide the trials table
+    : Promise.resolve({ series: {} });
+  const [trials, metrics] = await Promise.all([api(`/experiments/${enc}/trials`), metricsReq]);
+  if (gen !== state.gen) return;
+  s.trials = trials.items || [];
+  const keys = new Set();
+  for (const t of s.trials) for (const k of Object.keys(t.config || {})) keys.add(k);
+  s.configKeys = [...keys];
+
+  renderTrials();
+  renderBest(); // the best trial's MLflow link comes from the trials list
+  renderCurves(metrics);
+  renderParcoords();
+  if (terminal) s.finalFetched = true;
+}
+
+function clearSweepView() {
+  setText($('#experiment-title'), 'Loading…');
+  for (const sel of ['#experiment-status', '#experiment-meta', '#trials-table thead',
+    '#trials-table tbody']) setHtml($(sel), '');
+  for (const sel of ['#experiment-warnings', '#experiment-error', '#action-message',
+    '#best-details', '#curves-note', '#parcoords-note', '#mlflow-link']) show($(sel), false);
+  setText($('#trial-summary'), '');
+  $('#stop-button').disabled = true;
+  $('#resume-button').disabled = true;
+  if (window.Plotly) for (const sel of ['#curves', '#parcoords']) Plotly.purge($(sel));
+}
+
+function renderHeader(exp) {
+  const name = exp.name || exp.id;
+  setText($('#experiment-title'), name);
+  document.title = `tuner · ${name}`;
+  setHtml($('#experiment-status'), badge(exp.status));
+  const times = [['created', exp.created_at], ['started', exp.started_at],
+    ['finished', exp.finished_at]].filter(([, t]) => t)
+    .map(([label, t]) => `${label} <b>${esc(fmtTime(t))}</b>`);
+  const parts = [
+    `<b>${esc(exp.algorithm)}</b> on <b>${esc(exp.env)}</b>`,
+    `${esc(exp.mode)} <code>${esc(exp.metric)}</code>`,
+    ...times,
+  ];
+  if (exp.attempts > 1) parts.push(`attempt ${esc(exp.attempts)}`);
+  setHtml($('#experiment-meta'), parts.join('<span class="sep">·</span>'));
+
+  const warnings = exp.warnings || [];
+  setHtml($('#experiment-warnings'), warnings.map((w) => `<div>${esc(w)}</div>`).join(''));
+  show($('#experiment-warnings'), warnings.length > 0);
+  setText($('#experiment-error'), exp.error || '');
+  show($('#experiment-error'), Boolean(exp.error));
+
+  $('#stop-button').disabled = !STOPPABLE.has(exp.status);
+  $('#resume-button').disabled = !RESUMABLE.has(exp.status);
+  const mlflowUrl = safeUrl(exp.mlflow && exp.mlflow.url);
+  if (mlflowUrl && $('#mlflow-link').getAttribute('href') !== mlflowUrl) {
+    $('#mlflow-link').setAttribute('href', mlflowUrl);
+  }
+  show($('#mlflow-link'), Boolean(mlflowUrl));
+}
+
+function renderBest() {
+  const s = state.exp;
+  const best = s.data && s.data.best;
+  show($('#best-empty'), !best);
+  show($('#best-details'), Boolean(best));
+  if (!best) return;
+  setText($('#best-trial-id'), String(best.trial_id ?? ''));
+  setText($('#best-metric'), fmtNum(best.metric_value));
+  setText($('#best-checkpoint'), best.checkpoint || '—');
+  // Written only when changed, so a selection inside the <pre> survives polling.
+  setText($('#best-config'), JSON.stringify(best.config ?? {}, null, 2));
+  const trial = s.trials.find((t) => t.trial_id === best.trial_id);
+  const url = safeUrl(trial && trial.mlflow_url);
+  if (url) $('#best-mlflow').setAttribute('href', url);
+  show($('#best-mlflow'), Boolean(url));
+}
+
+// ---------------------------------------------------------------- trials table
+
+/** Column definitions; `get` gives the sort value, `html` the cell content. */
+function trialColumns(configKeys) {
+  const num = (key, label) => ({ key, label, num: true, get: (t) => t[key] });
+  return [
+    { key: 'trial_id', label: 'Trial', get: (t) => t.trial_id },
+    { key: 'status', label: 'Status', get: (t) => t.status, html: (t) => badge(t.status) },
+    num('iterations', 'Iter'),
+    num('env_steps', 'Env steps'),
+    num('metric', 'Metric'),
+    num('best_metric', 'Best'),
+    ...configKeys.map((k) => ({
+      key: `config.${k}`, label: k, cls: 'col-config',
+      get: (t) => (t.config || {})[k],
+      html: (t) => esc(fmtValue((t.config || {})[k])),
+    })),
+    { key: 'node_ip', label: 'Node', get: (t) => t.node_ip },
+    { key: 'device', label: 'Device', get: (t) => t.device },
+    {
+      key: 'error', label: 'Error', get: (t) => t.error,
+      html: (t) => (t.error ? `<span title="${esc(t.error)}">${esc(truncate(t.error, 80))}</span>` : ''),
+    },
+    { key: 'mlflow_url', label: 'MLflow', get: (t) => t.mlflow_url, html: (t) => link(t.mlflow_url, 'run ↗') },
+  ];
+}
+
+/** Numeric-aware comparison; blanks always sort last, whatever the direction. */
+function sortRows(rows, col, dir) {
+  const blank = (v) => v == null || v === '' || (typeof v === 'number' && Number.isNaN(v));
+  const text = (v) => (typeof v === 'object' ? JSON.stringify(v) : String(v));
+  return rows.slice().sort((x, y) => {
+    const a = col.get(x);
+    const b = col.get(y);
+    if (blank(a) || blank(b)) return blank(a) - blank(b);
+    const c = typeof a === 'number' && typeof b === 'number' ? a - b : collator.compare(text(a), text(b));
+    return dir * c;
+  });
+}
+
+function renderTrials() {
+  const s = state.exp;
+  const cols = trialColumns(s.configKeys);
+  const sortCol = cols.find((c) => c.key === s.sort.key);
+  const rows = sortCol ? sortRows(s.trials, sortCol, s.sort.dir) : s.trials;
+  const bestId = s.data && s.data.best ? s.data.best.trial_id : null;
+  // Cell classes: col-<key> (e.g. col-iterations, col-status); config columns also col-config.
+  const cellClass = (c) => `col-${c.key.replace(/[^A-Za-z0-9_-]/g, '-')}${c.num ? ' num' : ''}${
+    c.cls ? ` ${c.cls}` : ''}`;
+
+  setHtml($('#trials-table thead'), `<tr>${cols.map((c) => {
+    const arrow = c === sortCol ? (s.sort.dir > 0 ? ' ▲' : ' ▼') : '';
+    return `<th data-key="${esc(c.key)}" class="${cellClass(c)}" title="Sort by ${esc(c.label)}">${
+      esc(c.label)}${arrow}</th>`;
+  }).join('')}</tr>`);
+
+  const body = rows.map((t) => `<tr data-trial-id="${esc(t.trial_id)}"${
+    t.trial_id === bestId ? ' class="is-best"' : ''}>${cols.map((c) => `<td class="${cellClass(c)}">${
+    c.html ? c.html(t) : esc(c.num ? fmtNum(c.get(t)) : fmtValue(c.get(t)))}</td>`).join('')}</tr>`);
+  setHtml($('#trials-table tbody'), body.length ? body.join('')
+    : `<tr><td colspan="${cols.length}" class="empty">No trials yet.</td></tr>`);
+
+  const counts = {};
+  for (const t of s.trials) counts[t.status] = (counts[t.status] || 0) + 1;
+  setText($('#trial-summary'), s.trials.length
+    ? `${s.trials.length} · ${Object.entries(counts).map(([k, n]) => `${n} ${k.toLowerCase()}`).join(', ')}`
+    : '');
+}
+
+// ---------------------------------------------------------------- charts
+
+function chartNote(id, message) {
+  setText($(`#${id}-note`), message || '');
+  show($(`#${id}-note`), Boolean(message));
+}
+
+function renderCurves(metrics) {
+  const s = state.exp;
+  const el = $('#curves');
+  if (!window.Plotly) return chartNote('curves', 'Charts unavailable: plotly.min.js did not load.');
+  if (metrics.error) return chartNote('curves', `Learning curves unavailable: ${describeError(metrics.error)}`);
+  const series = metrics.series || {};
+  const ids = Object.keys(series).sort(collator.compare);
+  // Cheap signature: per trial, the number of points and the last point.
+  let sig = '';
+  for (const id of ids) {
+    const pts = series[id] || [];
+    const last = pts[pts.length - 1] || [];
+    sig += `${id}:${pts.length}:${last[0]}:${last[1]};`;
+  }
+  if (sig === s.curvesSig) return;
+  s.curvesSig = sig;
+  const total = ids.reduce((n, id) => n + (series[id] || []).length, 0);
+  chartNote('curves', total ? '' : 'No metric values reported yet.');
+
+  const bestId = s.data.best ? String(s.data.best.trial_id) : null;
+  const traces = ids.map((id) => ({
+    type: 'scatter',
+    mode: 'lines',
+    name: id,
+    x: series[id].map((p) => p[0]),
+    y: series[id].map((p) => p[1]),
+    line: { width: id === bestId ? 3 : 1.2 },
+    opacity: bestId && id !== bestId && ids.length > 10 ? 0.55 : 1,
+    hovertemplate: '%{fullData.name}<br>steps %{x:,}<br>%{y:.4g}<extra></extra>',
+  }));
+  const layout = {
+    height: 380,
+    margin: { l: 60, r: 20, t: 10, b: 45 },
+    xaxis: { title: { text: 'env steps' }, zeroline: false },
+    yaxis: { title: { text: s.data.metric || 'metric' }, zeroline: false },
+    showlegend: ids.length <= 20,
+    hovermode: 'closest',
+    uirevision: s.id, // keep the user's zoom across updates
+  };
+  Plotly.react(el, traces, layout, PLOT_CONFIG);
+}
+
+/** One parcoords dimension from the trials' values of one sampled hyperparameter. */
+function dimension(key, values, domain) {
+  if (values.every((v) => typeof v === 'number' && Number.isFinite(v))) {
+    const isLog = domain && typeof domain === 'object'
+      && ('loguniform' in domain || 'qloguniform' in domain) && values.every((v) => v > 0);
+    if (isLog) { // parcoords has no log axis: plot log10 and label the decades
+      const logs = values.map(Math.log10);
+      const lo = Math.floor(Math.min(...logs));
+      const hi = Math.max(Math.ceil(Math.max(...logs)), lo + 1);
+      const tickvals = Array.from({ length: hi - lo + 1 }, (_, i) => lo + i);
+      return { label: `${key} (log)`, values: logs, range: [lo, hi], tickvals,
+        ticktext: tickvals.map((p) => `1e${p}`) };
+    }
+    const min = Math.min(...values);
+    const max = Math.max(...values);
+    const pad = Math.abs(min) * 0.1 || 1; // a constant column still gets a visible axis
+    return { label: key, values, range: min === max ? [min - pad, max + pad] : [min, max] };
+  }
+  // Categorical (strings, booleans, lists, missing): each distinct label gets an index.
+  const labels = values.map((v) => (v === undefined ? '—' : typeof v === 'string' ? v : JSON.stringify(v)));
+  const uniq = [...new Set(labels)].sort(collator.compare);
+  const index = new Map(uniq.map((l, i) => [l, i]));
+  return {
+    label: key,
+    values: labels.map((l) => index.get(l)),
+    range: [0, Math.max(uniq.length - 1, 1)],
+    tickvals: uniq.map((_, i) => i),
+    ticktext: uniq.map((l) => (l.length > 20 ? `${l.slice(0, 19)}…` : l)),
+  };
+}
+
+function renderParcoords() {
+  const s = state.exp;
+  const el = $('#parcoords');
+  if (!window.Plotly) return chartNote('parcoords', 'Charts unavailable: plotly.min.js did not load.');
+  const rows = s.trials.filter((t) => typeof t.best_metric === 'number' && Number.isFinite(t.best_metric));
+  if (!rows.length || !s.configKeys.length) {
+    if (s.parcoordsSig) Plotly.purge(el);
+    s.parcoordsSig = '';
+    return chartNote('parcoords', s.configKeys.length
+      ? 'Appears once trials report the metric.' : 'No sampled hyperparameters in this sweep.');
+  }
+  const space = (s.data.spec && s.data.spec.search && s.data.spec.search.space) || {};
+  const dims = s.configKeys.map((k) => dimension(k, rows.map((t) => (t.config || {})[k]), space[k]));
+  const metricValues = rows.map((t) => t.best_metric);
+  dims.push({ label: `best ${s.data.metric || 'metric'}`, values: metricValues });
+  // A few hundred numbers: stringifying them is a cheap, exact signature.
+  const sig = JSON.stringify([dims, s.data.mode]);
+  if (sig === s.parcoordsSig) return;
+  s.parcoordsSig = sig;
+  chartNote('parcoords', rows.length < s.trials.length
+    ? `${rows.length} of ${s.trials.length} trials have reported the metric.` : '');
+  const trace = {
+    type: 'parcoords',
+    dimensions: dims,
+    line: {
+      color: metricValues,
+      colorscale: 'Viridis',
+      reversescale: s.data.mode === 'min', // bright = good in both modes
+      showscale: true,
+      colorbar: { title: { text: 'best' }, thickness: 12 },
+    },
+  };
+  const layout = { height: 400, margin: { l: 70, r: 80, t: 60, b: 30 }, uirevision: s.id };
+  Plotly.react(el, [trace], layout, PLOT_CONFIG);
+}
+
+// ---------------------------------------------------------------- actions
+
+/** Copy text; navigator.clipboard needs a secure context, so fall back to a textarea. */
+async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return;
+  } catch { /* not available (plain http) or denied */ }
+  const ta = document.createElement('textarea');
+  ta.value = text;
+  ta.setAttribute('readonly', '');
+  ta.style.position = 'fixed';
+  ta.style.opacity = '0';
+  document.body.appendChild(ta);
+  ta.select();
+  const ok = document.execCommand('copy');
+  ta.remove();
+  if (!ok) throw new Error('copy refused');
+}
+
+async function onCopy() {
+  const btn = $('#copy-best');
+  const best = state.exp && state.exp.data && state.exp.data.best;
+  if (!best) return;
+  try {
+    await copyText(JSON.stringify(best.full_config ?? best.config ?? {}, null, 2));
+    btn.textContent = 'Copied';
+  } catch {
+    btn.textContent = 'Copy failed';
+  }
+  setTimeout(() => { btn.textContent = 'Copy'; }, 1500);
+}
+
+async function sweepAction(kind) {
+  const s = state.exp;
+  const exp = s && s.data;
+  if (!exp) return;
+  if (kind === 'stop' && !window.confirm(`Stop sweep "${exp.name || exp.id}"? Running trials are ended.`)) return;
+  const btn = $(`#${kind}-button`);
+  btn.disabled = true;
+  const msg = $('#action-message');
+  try {
+    const updated = await api(`/experiments/${encodeURIComponent(exp.id)}/${kind}`, 'POST');
+    show(msg, false);
+    if (state.exp === s && updated) {
+      s.data = updated;
+      s.finalFetched = false;
+      renderHeader(updated);
+    }
+  } catch (err) {
+    setText(msg, `Could not ${kind} the sweep: ${err instanceof HttpError ? err.message : describeError(err)}`);
+    show(msg, true);
+    if (state.exp === s) renderHeader(s.data); // restore the buttons' state
+  }
+  refreshNow();
+}
+
+// ---------------------------------------------------------------- wiring
+
+function init() {
+  window.addEventListener('hashchange', onRoute);
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible') refreshNow();
+    else clearTimeout(timer);
+  });
+
+  $('#status-filter').addEventListener('change', (e) => {
+    location.hash = listHash(e.target.value, 0);
+  });
+  $('#prev-page').addEventListener('click', () => {
+    location.hash = listHash(state.route.status, Math.max(0, state.route.offset - PAGE_SIZE));
+  });
+  $('#next-page').addEventListener('click', () => {
+    location.hash = listHash(state.route.status, state.route.offset + PAGE_SIZE);
+  });
+  // One delegated listener per table instead of one per row.
+  $('#experiments-table tbody').addEventListener('click', (e) => {
+    const tr = e.target.closest('tr[data-id]');
+    if (tr && !e.target.closest('a')) location.hash = `#/experiments/${encodeURIComponent(tr.dataset.id)}`;
+  });
+  $('#trials-table thead').addEventListener('click', (e) => {
+    const th = e.target.closest('th[data-key]');
+    if (!th || !state.exp) return;
+    const sort = state.exp.sort;
+    sort.dir = sort.key === th.dataset.key ? -sort.dir : 1;
+    sort.key = th.dataset.key;
+    renderTrials();
+  });
+
+  $('#copy-best').addEventListener('click', onCopy);
+  $('#stop-button').addEventListener('click', () => sweepAction('stop'));
+  $('#resume-button').addEventListener('click', () => sweepAction('resume'));
+  $('#token-box').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const value = $('#token-input').value.trim();
+    memoryToken = value;
+    try {
+      if (value) localStorage.setItem(TOKEN_KEY, value);
+      else localStorage.removeItem(TOKEN_KEY);
+    } catch { /* storage disabled: memoryToken lasts until the page closes */ }
+    $('#token-input').value = '';
+    show($('#token-box'), false);
+    refreshNow();
+  });
+
+  onRoute();
+}
+
+// Handles for end-to-end tests and debugging from the console.
+window.tuner = { state, refresh };
+init();

@@ -1,0 +1,204 @@
+"""Sweeps as Ray Jobs: submit, stop, status; and the embedded one-node Ray head.
+
+With `TUNER_RAY_ADDRESS` set, jobs go to that cluster's job server. Without it,
+the service starts a Ray head of its own (`ray start --head --block`, in its own
+process group) and remembers it in `<data_dir>/ray-head.json`, so a restarted
+API server follows the jobs of the head it started before instead of starting a
+second one. Only a head this process started is stopped on shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tuner.settings import Settings
+
+JOB_TERMINAL = {"STOPPED", "SUCCEEDED", "FAILED"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _dashboard_up(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/api/version", timeout=2).status_code < 500
+    except httpx.HTTPError:
+        return False
+
+
+class Launcher:
+    """Submits each sweep's driver as a Ray Job and follows it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.address: str | None = settings.ray_address
+        self.head_file = settings.data_path / "ray-head.json"
+        self._head: subprocess.Popen | None = None
+        self._client: Any = None
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+
+    # -- the cluster ----------------------------------------------------------------
+
+    def start(self, num_cpus: int | None = None, wait_s: float = 90) -> str:
+        """Connects to the configured cluster or starts / reuses the embedded head."""
+        if self.address:
+            return self.address
+        known = self._known_head()
+        if known:
+            self.address = known
+            return known
+        port, dash = _free_port(), _free_port()
+        cmd = [
+            str(Path(sys.executable).with_name("ray")),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dash}",
+            "--include-dashboard=true",
+            "--disable-usage-stats",
+        ]
+        if num_cpus is not None:
+            cmd.append(f"--num-cpus={num_cpus}")
+        log = open(self.settings.data_path / "ray-head.log", "ab")  # noqa: SIM115 - child owns it
+        env = {**os.environ, "RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}
+        self._head = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        url = f"http://127.0.0.1:{dash}"
+        deadline = time.monotonic() + wait_s
+        while not _dashboard_up(url):
+            if self._head.poll() is not None or time.monotonic() > deadline:
+                self.stop_head()
+                raise RuntimeError(f"the embedded Ray head did not start; see {log.name}")
+            time.sleep(0.5)
+        self._wait_for_job_agent(url, deadline)
+        self.head_file.write_text(
+            json.dumps({"pid": self._head.pid, "address": url, "gcs": f"127.0.0.1:{port}"})
+        )
+        self.address = url
+        return url
+
+    def _wait_for_job_agent(self, url: str, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            try:
+                self.client(url).list_jobs()
+                return
+            except Exception:  # noqa: BLE001 - the job agent comes up after the dashboard
+                time.sleep(0.5)
+
+    def _known_head(self) -> str | None:
+        if not self.head_file.exists():
+            return None
+        try:
+            info = json.loads(self.head_file.read_text())
+        except (OSError, ValueError):
+            return None
+        if _pid_alive(int(info["pid"])) and _dashboard_up(info["address"]):
+            return info["address"]
+        return None
+
+    @property
+    def started_head(self) -> bool:
+        """Whether this process started the embedded head (and so stops it)."""
+        return self._head is not None
+
+    def stop_head(self, timeout_s: float = 30) -> None:
+        """Stops the embedded head if this process started it (its own process group)."""
+        if self._head is None:
+            return
+        try:
+            os.killpg(self._head.pid, signal.SIGTERM)
+            self._head.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._head.pid, signal.SIGKILL)
+            self._head.wait()
+        except ProcessLookupError:
+            pass
+        self._head = None
+        self.head_file.unlink(missing_ok=True)
+
+    # -- jobs -----------------------------------------------------------------------
+
+    def client(self, address: str | None = None) -> Any:
+        """A Ray JobSubmissionClient for the cluster (imported lazily: routes never
+        import ray)."""
+        from ray.job_submission import JobSubmissionClient
+
+        if address is not None:
+            return JobSubmissionClient(address)
+        if self._client is None:
+            self._client = JobSubmissionClient(self.start())
+        return self._client
+
+    def job_env(self) -> dict[str, str]:
+        """The TUNER_* settings (and PYTHONPATH) a driver needs, resolved to absolute."""
+        s = self.settings
+        env = {
+            "TUNER_DATA_DIR": str(s.data_path),
+            "TUNER_STORAGE_PATH": s.tune_storage,
+            "TUNER_MLFLOW_TRACKING_URI": s.tracking_uri,
+            "TUNER_MLFLOW_UI_URL": s.mlflow_ui_url,
+            "TUNER_DATABASE_URL": s.store_url,
+            "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token"),
+        }
+        if not s.mlflow_tracking_uri:
+            env.pop("TUNER_MLFLOW_TRACKING_URI")  # embedded: the driver derives the same
+        paths = [os.getcwd(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in dict.fromkeys(paths) if p)
+        return env
+
+    def submit(self, experiment_id: str, attempt: int, resume: bool) -> str:
+        """Submits the driver of one sweep; returns the Ray job's submission id."""
+        python = sys.executable if not self.settings.ray_address else "python"
+        entrypoint = f"{python} -m tuner.trials {experiment_id}" + (" --resume" if resume else "")
+        return self.client().submit_job(
+            entrypoint=entrypoint,
+            submission_id=f"tuner-{experiment_id}-{attempt}-{uuid.uuid4().hex[:6]}",
+            runtime_env={"env_vars": self.job_env()},
+            metadata={"tuner.experiment_id": experiment_id},
+        )
+
+    def status(self, job_id: str) -> str | None:
+        """The job's status (PENDING RUNNING STOPPED SUCCEEDED FAILED), None if unknown."""
+        try:
+            return str(self.client().get_job_status(job_id).value)
+        except RuntimeError:
+            return None
+
+    def stop(self, job_id: str) -> None:
+        """Hard-stops a job (SIGTERM, then SIGKILL by Ray)."""
+        try:
+            self.client().stop_job(job_id)
+        except RuntimeError:
+            pass
+
+    def logs_tail(self, job_id: str, chars: int = 3000) -> str:
+        """The end of a job's driver log (for a failed sweep's error)."""
+        try:
+            return self.client().get_job_logs(job_id)[-chars:]
+        except RuntimeError:
+            return ""

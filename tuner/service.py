@@ -1,0 +1,128 @@
+"""The service's work in plain functions: submit, stop, resume, delete, and the
+supervisor that launches queued sweeps as Ray Jobs and reconciles them.
+
+Nothing here runs Tune: sweeps run in their own driver processes (Ray Jobs).
+Every function is synchronous (database and Jobs-API calls); the API calls them
+in worker threads so its event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tuner.launcher import JOB_TERMINAL, Launcher
+from tuner.settings import Settings
+from tuner.store import TERMINAL, ExperimentRecord, Store
+
+log = logging.getLogger("tuner.service")
+ACTIVE = {"RUNNING", "STOPPING"}
+
+
+class Conflict(Exception):
+    """The request does not fit the sweep's current status (HTTP 409)."""
+
+
+def submit(store: Store, spec: dict[str, Any], warnings: list[str]) -> ExperimentRecord:
+    """Stores a validated spec as a QUEUED sweep."""
+    return store.create_experiment(name=spec["name"], spec=spec, warnings=warnings)
+
+
+def request_stop(store: Store, experiment_id: str) -> ExperimentRecord:
+    """QUEUED -> STOPPED at once; RUNNING -> STOPPING (the driver ends gracefully)."""
+    if store.transition(experiment_id, "STOPPED", allowed_from={"QUEUED"}):
+        return store.get_experiment(experiment_id)
+    store.update_experiment(experiment_id, stop_requested=True)
+    if store.transition(experiment_id, "STOPPING", allowed_from={"RUNNING"}):
+        return store.get_experiment(experiment_id)
+    rec = store.get_experiment(experiment_id)
+    if rec.status != "STOPPING":
+        store.update_experiment(experiment_id, stop_requested=False)
+        raise Conflict(f"sweep {experiment_id} is {rec.status}; only QUEUED or RUNNING stop")
+    return rec
+
+
+def resume(store: Store, experiment_id: str) -> ExperimentRecord:
+    """STOPPED or FAILED -> QUEUED; its driver continues from Tune's state."""
+    rec = store.get_experiment(experiment_id)
+    if rec.status not in {"STOPPED", "FAILED"}:
+        raise Conflict(f"sweep {experiment_id} is {rec.status}; only STOPPED or FAILED resume")
+    store.update_experiment(experiment_id, stop_requested=False, attempts=0, error=None)
+    if not store.transition(experiment_id, "QUEUED", allowed_from={"STOPPED", "FAILED"}):
+        raise Conflict(f"sweep {experiment_id} changed status; try again")
+    return store.get_experiment(experiment_id)
+
+
+def delete(store: Store, experiment_id: str) -> None:
+    """Removes a sweep that is not running (its MLflow runs and Tune files stay)."""
+    rec = store.get_experiment(experiment_id)
+    if rec.status == "QUEUED":
+        store.transition(experiment_id, "STOPPED", allowed_from={"QUEUED"})
+        rec = store.get_experiment(experiment_id)
+    if rec.status not in TERMINAL:
+        raise Conflict(f"sweep {experiment_id} is {rec.status}; stop it before deleting")
+    store.delete_experiment(experiment_id)
+
+
+class Supervisor:
+    """Launches QUEUED sweeps in submission order up to max_running_experiments and
+    follows their Ray Jobs: a driver that died is resumed (bounded by max_attempts),
+    a stop that hangs is enforced, nothing is duplicated or dropped."""
+
+    def __init__(self, store: Store, launcher: Launcher, settings: Settings) -> None:
+        self.store = store
+        self.launcher = launcher
+        self.settings = settings
+
+    def tick(self) -> None:
+        """One reconciliation pass (call periodically, and once at start-up)."""
+        now = datetime.now(UTC)
+        for status in ACTIVE:
+            records, _ = self.store.list_experiments(status=status, limit=10_000)
+            for rec in records:
+                self._follow(rec, now)
+        self._launch()
+
+    def _follow(self, rec: ExperimentRecord, now: datetime) -> None:
+        if rec.job_id is None:
+            if now - rec.updated_at > timedelta(seconds=30):  # died between claim and submit
+                self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
+            return
+        job = self.launcher.status(rec.job_id)
+        if job is not None and job not in JOB_TERMINAL:
+            stop_age = now - rec.updated_at
+            if rec.status == "STOPPING" and stop_age > timedelta(
+                seconds=self.settings.stop_timeout_s
+            ):
+                log.warning("sweep %s did not stop in time: stopping its job", rec.id)
+                self.launcher.stop(rec.job_id)
+            return
+        cur = self.store.get_experiment(rec.id)
+        if cur is None or cur.status in TERMINAL or cur.job_id != rec.job_id:
+            return  # the driver wrote its outcome (or a newer attempt runs)
+        if cur.status == "STOPPING" or cur.stop_requested:
+            self.store.transition(rec.id, "STOPPED", allowed_from=ACTIVE)
+        elif cur.attempts < self.settings.max_attempts:
+            log.warning("driver of sweep %s ended (%s) without an outcome: resuming", rec.id, job)
+            self.store.update_experiment(rec.id, error=f"driver ended ({job}); resumed")
+            self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
+        else:
+            tail = self.launcher.logs_tail(rec.job_id)
+            self.store.update_experiment(rec.id, error=f"driver ended ({job}):\n{tail}")
+            self.store.transition(rec.id, "FAILED", allowed_from=ACTIVE)
+
+    def _launch(self) -> None:
+        free = self.settings.max_running_experiments - self.store.count_by_status(ACTIVE)
+        for rec in self.store.queued_in_order()[: max(free, 0)]:
+            if not self.store.transition(rec.id, "RUNNING", allowed_from={"QUEUED"}):
+                continue
+            attempt = rec.attempts + 1
+            self.store.update_experiment(rec.id, attempts=attempt)
+            try:
+                job_id = self.launcher.submit(rec.id, attempt, resume=rec.tune_path is not None)
+            except Exception as err:  # noqa: BLE001 - a cluster that refuses is the sweep's error
+                self.store.update_experiment(rec.id, error=f"could not submit the Ray Job: {err}")
+                self.store.transition(rec.id, "FAILED", allowed_from={"RUNNING"})
+                continue
+            self.store.update_experiment(rec.id, job_id=job_id)

@@ -1,0 +1,162 @@
+"""Tune callback that writes trial status and metric points into the service's store,
+and a stopper that ends the sweep gracefully when the API asks for it."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback
+from ray.tune.stopper import Stopper
+
+from tuner.trials._mlflow import result_metrics
+from tuner.trials._summary import better
+from tuner.trials._tuner import sampled_values
+
+
+class StoreRecorder(Callback):
+    """Trial rows (status, sampled values, progress, node) and per-iteration metrics.
+
+    Only plain data as attributes; the store connection is opened lazily in the
+    driver and left out of Tune's pickled state.
+    """
+
+    def __init__(
+        self,
+        store_url: str,
+        experiment_id: str,
+        metric: str,
+        mode: str,
+        space_keys: list[str],
+        base_seed: int,
+    ) -> None:
+        self.store_url = store_url
+        self.experiment_id = experiment_id
+        self.metric = metric
+        self.mode = mode
+        self.space_keys = list(space_keys)
+        self.base_seed = base_seed
+        self.best: dict[str, float] = {}
+        self._store: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_store"] = None
+        return state
+
+    @property
+    def store(self) -> Any:
+        """The store (opened on first use)."""
+        if self._store is None:
+            from tuner.store import Store
+
+            self._store = Store(self.store_url)
+        return self._store
+
+    def _upsert(self, trial: Any, **fields: Any) -> None:
+        self.store.upsert_trial(self.experiment_id, trial.trial_id, **fields)
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        from tuner.trials._algorithms import trial_index, trial_seed
+
+        self._upsert(
+            trial,
+            status="RUNNING",
+            config=sampled_values(trial.config, self.space_keys),
+            seed=trial_seed(self.base_seed, trial_index(trial.trial_id)),
+        )
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        from tuner.store import MetricPoint
+
+        metrics = result_metrics(result, (self.metric,))
+        value = metrics.get(self.metric)
+        if trial.trial_id not in self.best:
+            stored = self.store.get_trial(self.experiment_id, trial.trial_id)
+            if stored and stored.best_metric is not None:
+                self.best[trial.trial_id] = stored.best_metric
+        if value is not None and better(value, self.best.get(trial.trial_id), self.mode):
+            self.best[trial.trial_id] = value
+        it = int(result.get("training_iteration") or 0)
+        steps = int(result.get("num_env_steps_sampled_lifetime") or 0)
+        extra = result.get("tuner") or {}
+        self._upsert(
+            trial,
+            status="RUNNING",
+            iterations=it,
+            env_steps=steps,
+            metric=value,
+            best_metric=self.best.get(trial.trial_id),
+            node_ip=result.get("node_ip"),
+            node_id=extra.get("node_id"),
+            device=extra.get("device"),
+        )
+        self.store.add_metric_points(
+            self.experiment_id,
+            trial.trial_id,
+            [
+                MetricPoint(
+                    iteration=it,
+                    env_steps=steps,
+                    time_s=float(result.get("time_total_s") or 0.0),
+                    values={k: v for k, v in metrics.items() if math.isfinite(v)},
+                )
+            ],
+        )
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._upsert(trial, status="TERMINATED")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        text = "error"
+        if trial.error_file and Path(trial.error_file).exists():
+            text = Path(trial.error_file).read_text().strip()
+        self._upsert(trial, status="ERROR", error=text[-4000:])
+
+
+class StopRequested(Stopper):
+    """Ends the sweep once the API set `stop_requested`: each running trial stops (and
+    checkpoints, with checkpoint.at_end) at its next result; after `grace_s` the whole
+    experiment ends. Tune's state keeps the rest resumable."""
+
+    def __init__(
+        self, store_url: str, experiment_id: str, grace_s: float = 20.0, poll_s: float = 1.0
+    ) -> None:
+        self.store_url = store_url
+        self.experiment_id = experiment_id
+        self.grace_s = grace_s
+        self.poll_s = poll_s
+        self.noticed_at: float | None = None
+        self._checked_at = 0.0
+        self._store: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_store"] = None
+        state["noticed_at"] = None
+        return state
+
+    def _requested(self) -> bool:
+        if self.noticed_at is not None:
+            return True
+        now = time.monotonic()
+        if now - self._checked_at >= self.poll_s:
+            self._checked_at = now
+            if self._store is None:
+                from tuner.store import Store
+
+                self._store = Store(self.store_url)
+            rec = self._store.get_experiment(self.experiment_id)
+            if rec is None or rec.stop_requested:
+                self.noticed_at = now
+        return self.noticed_at is not None
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        return self._requested()
+
+    def stop_all(self) -> bool:
+        return self._requested() and time.monotonic() - self.noticed_at >= self.grace_s
