@@ -126,7 +126,7 @@ class Launcher:
         """Whether this process started the embedded head (and so stops it)."""
         return self._head is not None
 
-    def stop_head(self, timeout_s: float = 30) -> None:
+    def stop_head(self, timeout_s: float = 10) -> None:
         """Stops the embedded head if this process started it (its own process group)."""
         if self._head is None:
             return

@@ -140,3 +140,9 @@ def test_stopper_reads_nested_results_and_stops_all_on_target():
     assert not stopper.stop_all()
     assert stopper("t1", {"env_runners": {"episode_return_mean": 120.0}})
     assert stopper.stop_all() and stopper.target_reached_by == "t1"
+
+
+@pytest.mark.parametrize("env", ["os:system", "subprocess:run", "builtins:eval", "tests.envs:np"])
+def test_import_path_must_name_an_env_not_arbitrary_code(env):
+    (issue,) = engine_issues(spec(env=env))
+    assert issue.loc == "env" and issue.value == env

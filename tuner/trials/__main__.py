@@ -70,11 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         store.update_experiment(rec.id, error=traceback.format_exc()[-4000:])
         store.transition(rec.id, "FAILED", allowed_from={"RUNNING", "STOPPING"})
         raise
+    stopped = bool((store.get_experiment(rec.id) or rec).stop_requested)
     for trial in summary.trials:
         store.upsert_trial(
             rec.id,
             trial.trial_id,
-            status=trial.status,
+            # an interrupted trial resumes from its last checkpoint
+            status="PAUSED" if stopped and trial.status in {"RUNNING", "PENDING"} else trial.status,
             config=trial.config,
             seed=trial.seed,
             iterations=trial.iterations,
@@ -89,7 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     if summary.best:
         best = summary.best.model_dump(mode="json")
         best["mlflow_run_id"] = summary.mlflow.best_run_id if summary.mlflow else None
-    stopped = bool((store.get_experiment(rec.id) or rec).stop_requested)
     status = "STOPPED" if stopped else summary.status
     store.update_experiment(
         rec.id,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
+import sys
 from typing import Any
 
 import gymnasium as gym
@@ -28,10 +30,30 @@ def load_object(path: str) -> Any:
     return getattr(module, attr)
 
 
+def env_object_problem(path: str, obj: Any) -> str | None:
+    """Why an imported object may not serve as an env (None if it may).
+
+    Only gymnasium.Env subclasses and plain Python functions outside the standard
+    library qualify, so a spec cannot make the service call `os:system` and friends.
+    """
+    module = (getattr(obj, "__module__", None) or "").split(".")[0]
+    if module in sys.stdlib_module_names or module == "builtins":
+        return f"{path} is in the standard library, not an environment"
+    if inspect.isclass(obj):
+        return None if issubclass(obj, gym.Env) else f"{path} is not a gymnasium.Env subclass"
+    if inspect.isfunction(obj):
+        return None
+    return f"{path} is neither a gymnasium.Env subclass nor a factory function"
+
+
 def make_env(env: str, env_config: dict[str, Any]) -> Any:
     """Builds the environment exactly as a trial will."""
     if is_import_path(env):
-        return load_object(env)(env_config)
+        obj = load_object(env)
+        problem = env_object_problem(env, obj)
+        if problem:
+            raise ValueError(problem)
+        return obj(env_config)
     return gym.make(env, **env_config)
 
 
@@ -53,6 +75,15 @@ def register_env(env: str) -> str:
 
 def check_env(env: str, env_config: dict[str, Any]) -> None:
     """Builds and resets the env once; raises SpecError naming `env`/`env_config`."""
+    if is_import_path(env):
+        try:
+            problem = env_object_problem(env, load_object(env))
+        except (ImportError, AttributeError) as err:
+            raise SpecError(
+                [SpecIssue(loc="env", msg=f"cannot import: {err}", value=env)]
+            ) from None
+        if problem:
+            raise SpecError([SpecIssue(loc="env", msg=problem, value=env)])
     try:
         instance = make_env(env, env_config)
     except (ImportError, AttributeError) as err:

@@ -4,6 +4,8 @@ and a stopper that ends the sweep gracefully when the API asks for it."""
 from __future__ import annotations
 
 import math
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -119,44 +121,51 @@ class StoreRecorder(Callback):
 
 
 class StopRequested(Stopper):
-    """Ends the sweep once the API set `stop_requested`: each running trial stops (and
-    checkpoints, with checkpoint.at_end) at its next result; after `grace_s` the whole
-    experiment ends. Tune's state keeps the rest resumable."""
+    """Ends the sweep once the API set `stop_requested`, the way Ctrl-C does: the driver
+    sends itself SIGUSR1, which Tune handles by saving the experiment state and ending
+    the run with unfinished trials resumable (each from its last checkpoint). If Tune's
+    handler is not installed (not the main thread), `stop_all` ends the run instead.
+    """
 
-    def __init__(
-        self, store_url: str, experiment_id: str, grace_s: float = 20.0, poll_s: float = 1.0
-    ) -> None:
+    def __init__(self, store_url: str, experiment_id: str, poll_s: float = 1.0) -> None:
         self.store_url = store_url
         self.experiment_id = experiment_id
-        self.grace_s = grace_s
         self.poll_s = poll_s
-        self.noticed_at: float | None = None
+        self.requested = False
+        self.via_signal = False
         self._checked_at = 0.0
         self._store: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_store"] = None
-        state["noticed_at"] = None
+        state["requested"] = False
         return state
 
-    def _requested(self) -> bool:
-        if self.noticed_at is not None:
-            return True
+    def _poll(self) -> bool:
         now = time.monotonic()
-        if now - self._checked_at >= self.poll_s:
-            self._checked_at = now
-            if self._store is None:
-                from tuner.store import Store
+        if self.requested or now - self._checked_at < self.poll_s:
+            return self.requested
+        self._checked_at = now
+        if self._store is None:
+            from tuner.store import Store
 
-                self._store = Store(self.store_url)
-            rec = self._store.get_experiment(self.experiment_id)
-            if rec is None or rec.stop_requested:
-                self.noticed_at = now
-        return self.noticed_at is not None
+            self._store = Store(self.store_url)
+        rec = self._store.get_experiment(self.experiment_id)
+        if rec is None or rec.stop_requested:
+            self.requested = True
+            self.via_signal = callable(signal.getsignal(signal.SIGUSR1))
+            if self.via_signal:  # Tune's own handler (never the default, which kills)
+                os.kill(os.getpid(), signal.SIGUSR1)
+        return self.requested
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-        return self._requested()
+        self._poll()
+        return False  # a stopped trial would be TERMINATED, and never resumed
 
     def stop_all(self) -> bool:
-        return self._requested() and time.monotonic() - self.noticed_at >= self.grace_s
+        return self._poll() and signal.getsignal(signal.SIGUSR1) in (
+            signal.SIG_DFL,
+            signal.SIG_IGN,
+            None,
+        )

@@ -13,6 +13,7 @@
 const API = 'api/v1';
 const POLL_MS = 2000;
 const PAGE_SIZE = 50;
+const PARCOORDS_MIN_MS = 10000;
 const TOKEN_KEY = 'tuner.token';
 const TERMINAL = new Set(['SUCCEEDED', 'STOPPED', 'FAILED']);
 const STOPPABLE = new Set(['QUEUED', 'RUNNING']);
@@ -89,6 +90,7 @@ function setText(el, text) {
 function show(el, visible) {
   el.hidden = !visible;
 }
+const yieldToBrowser = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 // ---------------------------------------------------------------- API
 
@@ -153,6 +155,7 @@ function newSweepState(id) {
     finalFetched: false, // terminal sweep whose trials/metrics were fetched once more
     curvesSig: '',
     parcoordsSig: '',
+    parcoordsAt: 0, // performance.now() of the last parcoords draw
   };
 }
 
@@ -300,8 +303,14 @@ async function refreshSweep(id, gen) {
 
   renderTrials();
   renderBest(); // the best trial's MLflow link comes from the trials list
+  // Each chart redraw is its own task, so the browser can paint the table and handle
+  // clicks in between instead of freezing for the whole refresh.
+  await yieldToBrowser();
+  if (gen !== state.gen) return;
   renderCurves(metrics);
-  renderParcoords();
+  await yieldToBrowser();
+  if (gen !== state.gen) return;
+  renderParcoords(terminal);
   if (terminal) s.finalFetched = true;
 }
 
@@ -448,8 +457,9 @@ function renderCurves(metrics) {
   if (metrics.error) return chartNote('curves', `Learning curves unavailable: ${describeError(metrics.error)}`);
   const series = metrics.series || {};
   const ids = Object.keys(series).sort(collator.compare);
-  // Cheap signature: per trial, the number of points and the last point.
-  let sig = '';
+  const bestId = s.data.best ? String(s.data.best.trial_id) : null;
+  // Cheap signature: the highlighted best trial, and per trial the point count and last point.
+  let sig = `${bestId}|`;
   for (const id of ids) {
     const pts = series[id] || [];
     const last = pts[pts.length - 1] || [];
@@ -459,8 +469,8 @@ function renderCurves(metrics) {
   s.curvesSig = sig;
   const total = ids.reduce((n, id) => n + (series[id] || []).length, 0);
   chartNote('curves', total ? '' : 'No metric values reported yet.');
+  if (!total) return Plotly.purge(el); // no empty axes box
 
-  const bestId = s.data.best ? String(s.data.best.trial_id) : null;
   const traces = ids.map((id) => ({
     type: 'scatter',
     mode: 'lines',
@@ -514,7 +524,8 @@ function dimension(key, values, domain) {
   };
 }
 
-function renderParcoords() {
+/** `force` skips the throttle (used for the final draw of a finished sweep). */
+function renderParcoords(force) {
   const s = state.exp;
   const el = $('#parcoords');
   if (!window.Plotly) return chartNote('parcoords', 'Charts unavailable: plotly.min.js did not load.');
@@ -528,11 +539,17 @@ function renderParcoords() {
   const space = (s.data.spec && s.data.spec.search && s.data.spec.search.space) || {};
   const dims = s.configKeys.map((k) => dimension(k, rows.map((t) => (t.config || {})[k]), space[k]));
   const metricValues = rows.map((t) => t.best_metric);
-  dims.push({ label: `best ${s.data.metric || 'metric'}`, values: metricValues });
+  const shortMetric = String(s.data.metric || 'metric').split('/').pop();
+  dims.push({ label: `best ${shortMetric}`, values: metricValues });
   // A few hundred numbers: stringifying them is a cheap, exact signature.
   const sig = JSON.stringify([dims, s.data.mode]);
   if (sig === s.parcoordsSig) return;
+  // The parcoords is a summary and the costliest redraw (WebGL, every line): while the
+  // sweep runs it is redrawn at most every PARCOORDS_MIN_MS, not on every poll.
+  const now = performance.now();
+  if (!force && s.parcoordsSig && now - s.parcoordsAt < PARCOORDS_MIN_MS) return;
   s.parcoordsSig = sig;
+  s.parcoordsAt = now;
   chartNote('parcoords', rows.length < s.trials.length
     ? `${rows.length} of ${s.trials.length} trials have reported the metric.` : '');
   const trace = {
@@ -543,10 +560,10 @@ function renderParcoords() {
       colorscale: 'Viridis',
       reversescale: s.data.mode === 'min', // bright = good in both modes
       showscale: true,
-      colorbar: { title: { text: 'best' }, thickness: 12 },
+      colorbar: { title: { text: 'best' }, thickness: 12, x: 1.06 },
     },
   };
-  const layout = { height: 400, margin: { l: 70, r: 80, t: 60, b: 30 }, uirevision: s.id };
+  const layout = { height: 400, margin: { l: 70, r: 110, t: 60, b: 30 }, uirevision: s.id };
   Plotly.react(el, [trace], layout, PLOT_CONFIG);
 }
 

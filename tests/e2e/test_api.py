@@ -1,0 +1,129 @@
+"""The real server over HTTP: submit, follow, inspect, stop, resume, errors."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.e2e.conftest import tiny, wait_for
+
+pytestmark = pytest.mark.e2e
+TERMINAL = {"SUCCEEDED", "STOPPED", "FAILED"}
+
+
+def test_health_and_openapi(server):
+    with server.client() as c:
+        health = c.get("/healthz").json()
+        assert health["status"] == "ok" and health["ray_address"].startswith("http://127.0.0.1")
+        schema = c.get(f"{server.url}/openapi.json").json()
+        assert "ExperimentSpec" in schema["components"]["schemas"]
+        assert "/api/v1/experiments/{experiment_id}/trials" in schema["paths"]
+        algos = {a["name"]: a for a in c.get("/algorithms").json()}
+        assert algos["Rainbow_DQN"]["base_algorithm"] == "DQN"
+        assert algos["Noisy_DQN"]["warnings"] and "lr" in algos["PPO"]["default_space"]
+
+
+def test_sweep_end_to_end(server):
+    with server.client() as c:
+        created = c.post("/experiments", json=tiny("e2e-sweep"))
+        assert created.status_code == 201, created.text
+        exp_id = created.json()["id"]
+        assert created.json()["status"] in {"QUEUED", "RUNNING"}
+        view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL)
+        assert view["status"] == "SUCCEEDED", view["error"]
+        assert view["trial_counts"] == {"TERMINATED": 2}
+        trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+        assert sorted(t["config"]["lr"] for t in trials) == [1e-4, 1e-3]
+        for t in trials:
+            assert t["iterations"] == 2 and t["env_steps"] == 256 and t["mlflow_run_id"]
+            assert t["node_ip"] and t["device"] == "cpu" and t["seed"] in (0, 1)
+            points = c.get(f"/experiments/{exp_id}/trials/{t['trial_id']}/metrics").json()
+            assert [p["iteration"] for p in points["points"]] == [1, 2]
+            assert t["mlflow_url"].endswith(t["mlflow_run_id"])
+        best = max(trials, key=lambda t: t["best_metric"])
+        assert view["best"]["trial_id"] == best["trial_id"]
+        assert view["best"]["config"] == best["config"]
+        assert view["best"]["checkpoint"]
+        series = c.get(f"/experiments/{exp_id}/metrics").json()["series"]
+        assert {k: len(v) for k, v in series.items()} == {t["trial_id"]: 2 for t in trials}
+        mlflow = MlflowClient(tracking_uri=f"sqlite:///{server.data_dir / 'mlflow.db'}")
+        parent = mlflow.get_run(view["mlflow"]["parent_run_id"])
+        assert parent.data.params["best.trial_id"] == best["trial_id"]
+        children = mlflow.search_runs(
+            [view["mlflow"]["experiment_id"]],
+            filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+        )
+        assert {r.info.run_id for r in children} == {t["mlflow_run_id"] for t in trials}
+        listed = c.get("/experiments", params={"status": "SUCCEEDED"}).json()
+        assert exp_id in [e["id"] for e in listed["items"]] and listed["total"] >= 1
+        assert c.delete(f"/experiments/{exp_id}").status_code == 204
+        assert c.get(f"/experiments/{exp_id}").status_code == 404
+
+
+def test_stop_then_resume_into_the_same_mlflow_run(server):
+    spec = tiny("e2e-stop", iterations=8)
+    spec["config"]["min_time_s_per_iteration"] = 1
+    spec["checkpoint"] = {"frequency": 1, "at_end": True, "num_to_keep": 2}
+    with server.client() as c:
+        exp_id = c.post("/experiments", json=spec).json()["id"]
+
+        def progressed(view):
+            items = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+            return view["status"] == "RUNNING" and any(t["iterations"] >= 2 for t in items)
+
+        wait_for(c, exp_id, progressed)
+        stopped = c.post(f"/experiments/{exp_id}/stop")
+        assert stopped.status_code == 202 and stopped.json()["status"] == "STOPPING"
+        assert c.delete(f"/experiments/{exp_id}").status_code == 409
+        view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL, timeout=120)
+        assert view["status"] == "STOPPED"
+        trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+        assert all(t["iterations"] < 8 for t in trials)
+        parent = view["mlflow"]["parent_run_id"]
+        assert c.post(f"/experiments/{exp_id}/stop").status_code == 409
+        assert c.post(f"/experiments/{exp_id}/resume").status_code == 202
+        view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL)
+        assert view["status"] == "SUCCEEDED", view["error"]
+        assert view["mlflow"]["parent_run_id"] == parent
+        trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+        assert len(trials) == 2 and all(t["iterations"] == 8 for t in trials)
+
+
+@pytest.mark.parametrize(
+    "patch, loc, value",
+    [
+        ({"algorithm": "A2C"}, "algorithm", "A2C"),
+        ({"env": "NoSuchEnv-v3"}, "env", "NoSuchEnv-v3"),
+        ({"config": {"lr_typo": 1}}, "config.lr_typo", 1),
+        ({"search": {"method": "random", "space": {"lr": {"grid": [1, 2]}}}}, "search", None),
+        ({"name": "../../etc/passwd"}, "name", "../../etc/passwd"),
+        ({"env": "os:system"}, "env", "os:system"),
+    ],
+)
+def test_bad_specs_are_422_naming_field_and_value(server, patch, loc, value):
+    with server.client() as c:
+        before = c.get("/experiments").json()["total"]
+        r = c.post("/experiments", json={**tiny("bad"), **patch})
+        assert r.status_code == 422, r.text
+        issues = r.json()["detail"]
+        assert any(i["loc"] == loc or i["loc"].startswith(loc + ".") for i in issues), issues
+        if value is not None:
+            assert any(i["value"] == value for i in issues), issues
+        assert c.get("/experiments").json()["total"] == before  # nothing stored
+
+
+def test_malformed_and_oversized_bodies(server):
+    with server.client() as c:
+        r = c.post(
+            "/experiments", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 422 and "JSON" in r.json()["detail"][0]["msg"]
+        r = c.post(
+            "/experiments", content=b"name: [x", headers={"content-type": "application/yaml"}
+        )
+        assert r.status_code == 422
+        r = c.post("/experiments", content=b"x" * 2_000_000)
+        assert r.status_code == 413
+        assert c.get("/experiments/nope").status_code == 404
+        assert c.get("/experiments", params={"status": "DONE"}).status_code == 422
+        assert c.get("/experiments", params={"limit": 0}).status_code == 422
