@@ -1,0 +1,90 @@
+"""Kill the API server mid-sweep, and kill a sweep's driver: nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.e2e.conftest import Server, tiny, wait_for
+
+pytestmark = pytest.mark.e2e
+TERMINAL = {"SUCCEEDED", "STOPPED", "FAILED"}
+
+
+def slow_spec(name, iterations=6):
+    spec = tiny(name, iterations=iterations)
+    spec["config"]["min_time_s_per_iteration"] = 1
+    spec["checkpoint"] = {"frequency": 1, "at_end": True, "num_to_keep": 2}
+    return spec
+
+
+def running_with_progress(client, exp_id):
+    def check(view):
+        items = client.get(f"/experiments/{exp_id}/trials").json()["items"]
+        return view["status"] == "RUNNING" and any(t["iterations"] >= 1 for t in items)
+
+    return check
+
+
+def assert_each_trial_once(server, view, trials, iterations):
+    assert len(trials) == 2 and len({t["trial_id"] for t in trials}) == 2
+    assert all(t["status"] == "TERMINATED" and t["iterations"] == iterations for t in trials)
+    mlflow = MlflowClient(tracking_uri=f"sqlite:///{server.data_dir / 'mlflow.db'}")
+    runs = mlflow.search_runs([view["mlflow"]["experiment_id"]])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [
+        r for r in runs if r.data.tags.get("mlflow.parentRunId") == view["mlflow"]["parent_run_id"]
+    ]
+    assert len([p for p in parents if p.info.run_id == view["mlflow"]["parent_run_id"]]) == 1
+    assert sorted(r.data.tags["tuner.trial_id"] for r in children) == sorted(
+        t["trial_id"] for t in trials
+    )
+
+
+def test_server_killed_mid_sweep_and_restarted(tmp_path):
+    data = tmp_path / "data"
+    first = Server(data).start()
+    try:
+        with first.client() as c:
+            exp_id = c.post("/experiments", json=slow_spec("durable")).json()["id"]
+            wait_for(c, exp_id, running_with_progress(c, exp_id))
+        first.kill()  # SIGKILL: no shutdown, the Ray head and the sweep's job live on
+        second = Server(data).start()
+        try:
+            with second.client() as c:
+                view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL)
+                assert view["status"] == "SUCCEEDED", view["error"]
+                assert view["attempts"] == 1  # followed again, not relaunched
+                trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+                assert_each_trial_once(second, view, trials, 6)
+        finally:
+            second.stop()
+    finally:
+        first.stop_head()
+
+
+def test_dead_driver_is_resumed_automatically(tmp_path):
+    server = Server(tmp_path / "data").start()
+    try:
+        with server.client() as c:
+            exp_id = c.post("/experiments", json=slow_spec("driver-dies")).json()["id"]
+            wait_for(c, exp_id, running_with_progress(c, exp_id))
+            from ray.job_submission import JobSubmissionClient
+
+            job_id = c.get(f"/experiments/{exp_id}").json()["job_id"]
+            jobs = JobSubmissionClient(c.get("/healthz").json()["ray_address"])
+            pid = jobs.get_job_info(job_id).driver_info.pid
+            os.kill(int(pid), signal.SIGKILL)  # the sweep's driver process, by its id
+            view = wait_for(
+                c, exp_id, lambda v: v["status"] in TERMINAL and v["attempts"] > 1, timeout=300
+            )
+            assert view["status"] == "SUCCEEDED", view["error"]
+            assert view["attempts"] == 2
+            trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+            assert_each_trial_once(server, view, trials, 6)
+    finally:
+        server.stop()
+        server.stop_head()
