@@ -1,0 +1,64 @@
+"""A real browser (Debian's Chromium via Playwright) on the real server's web page."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.e2e.conftest import ARTIFACTS, tiny, wait_for
+
+pytestmark = pytest.mark.e2e
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (make test installs it as root)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def test_trial_table_updates_without_reload(server, browser):
+    spec = tiny("browser", iterations=6)
+    spec["config"]["min_time_s_per_iteration"] = 1
+    with server.client() as c:
+        exp_id = c.post("/experiments", json=spec).json()["id"]
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(server.url + "/")
+        page.wait_for_selector(f'#experiments-table tr[data-id="{exp_id}"]')
+        page.click(f'#experiments-table tr[data-id="{exp_id}"]')
+        page.wait_for_selector("#trials-table tbody tr[data-trial-id]", timeout=120_000)
+        page.evaluate("window.__not_reloaded = true")
+
+        def iterations():
+            cells = page.locator("#trials-table tbody td.col-iterations").all_inner_texts()
+            return sum(int(x or 0) for x in cells)
+
+        first = iterations()
+        page.wait_for_function(
+            f"""() => [...document.querySelectorAll('#trials-table tbody td.col-iterations')]
+                .reduce((s, td) => s + Number(td.textContent || 0), 0) > {first}""",
+            timeout=120_000,
+        )
+        assert iterations() > first
+        assert page.evaluate("window.__not_reloaded === true")  # updated in place
+        assert page.locator("#experiment-title").inner_text() == "browser"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "sweep-running.png"), full_page=True)
+        wait_for(c, exp_id, lambda v: v["status"] == "SUCCEEDED", timeout=180)
+        page.wait_for_function(
+            "() => document.querySelector('#experiment-status').textContent.includes('SUCCEEDED')",
+            timeout=30_000,
+        )
+        assert "lr" in page.locator("#best-config").inner_text()
+        page.wait_for_selector("#curves .plot-container", timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "sweep-finished.png"), full_page=True)
+        assert not errors, errors
