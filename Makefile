@@ -41,6 +41,11 @@ format: setup
 test: setup .system-deps lint
 	$(VENV)/bin/pytest -p no:cacheprovider tests
 
+# The service with embedded defaults: API + web page on :8000, MLflow UI on :5000,
+# a local Ray head, SQLite store; everything under TUNER_DATA_DIR.
+run: setup
+	$(VENV)/bin/tuner serve --host 127.0.0.1 --port 8000 --mlflow-ui --mlflow-port 5000
+
 mlflow-ui: setup
 	@mkdir -p "$(TUNER_DATA_DIR)"
 	$(VENV)/bin/mlflow server --host 127.0.0.1 --port 5000 \

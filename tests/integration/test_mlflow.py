@@ -114,3 +114,67 @@ def test_best_checkpoint_is_registered_and_evaluates(tracked_sweep):
 
 def test_host_process_tracking_uri_untouched(tracked_sweep):
     assert mlflow.get_tracking_uri() == "sqlite:////nonexistent/host-process.db"
+
+
+def test_mlflow_ui_server_lists_the_sweep_with_nested_children(tracked_sweep, tmp_path):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    summary, _, uri = tracked_sweep
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mlflow_bin = str(Path(sys.executable).with_name("mlflow"))
+    server = subprocess.Popen(
+        [
+            mlflow_bin,
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            uri,
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}/api/2.0/mlflow"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                exp = httpx.get(
+                    f"{base}/experiments/get-by-name",
+                    params={"experiment_name": "tracked"},
+                    timeout=5,
+                )
+                if exp.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.time() < deadline and server.poll() is None, "mlflow server did not start"
+            time.sleep(0.5)
+        exp_id = exp.json()["experiment"]["experiment_id"]
+        runs = httpx.post(
+            f"{base}/runs/search", json={"experiment_ids": [exp_id]}, timeout=10
+        ).json()["runs"]
+        tags = [{t["key"]: t["value"] for t in r["data"].get("tags", [])} for r in runs]
+        parent = summary.mlflow.parent_run_id
+        assert sum(1 for t in tags if t.get("mlflow.parentRunId") == parent) == 3
+        assert any(r["info"]["run_id"] == parent for r in runs)
+        page = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
+        assert page.status_code == 200  # the UI itself is served
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # the server this test started
+        server.wait(timeout=30)

@@ -51,7 +51,8 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
             runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}},
         )
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        # "local": a new Ray of our own, even if another (say, a tuner serve head) runs here
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
 
 
 def run_dir(storage_path: str, name: str) -> str:

@@ -1,0 +1,61 @@
+"""API guards that need no cluster: bearer token, body size limit, bind refusal."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tuner.api import create_app
+from tuner.settings import Settings
+
+
+@pytest.fixture
+def client(tmp_path):
+    app = create_app(Settings(data_dir=tmp_path, api_token="s3cret", max_body_bytes=1000))
+    return TestClient(app)  # no lifespan: the guards answer before any store or Ray work
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/experiments", "/api/v1/algorithms", "/api/v1/experiments/x/trials"]
+)
+def test_token_required(client, path):
+    assert client.get(path).status_code == 401
+    assert client.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.get(path, headers={"Authorization": "s3cret"}).status_code == 401
+    r = client.post("/api/v1/experiments", json={})
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+
+
+def test_token_accepted(client):
+    r = client.get("/api/v1/algorithms", headers={"Authorization": "Bearer s3cret"})
+    assert r.status_code == 200 and {a["name"] for a in r.json()} >= {"PPO", "Rainbow_DQN"}
+
+
+def test_body_limit(client):
+    r = client.post(
+        "/api/v1/experiments", content=b"x" * 5000, headers={"Authorization": "Bearer s3cret"}
+    )
+    assert r.status_code == 413 and "1000 bytes" in r.json()["detail"]
+
+
+def test_page_and_offline_assets(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "static/app.js" in page.text
+    assert "http://" not in page.text and "https://" not in page.text  # nothing from a CDN
+    js = client.get("/static/vendor/plotly.min.js")
+    assert js.status_code == 200 and len(js.content) > 1_000_000
+
+
+def test_serve_refuses_public_bind_without_token(tmp_path):
+    env = {"TUNER_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "serve", "--host", "0.0.0.0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "TUNER_API_TOKEN" in r.stderr
