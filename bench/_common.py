@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -124,14 +125,86 @@ def server_class() -> Any:
     return Server
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _http_ok(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=2).status_code < 500
+    except httpx.HTTPError:
+        return False
+
+
+def prestart_head(data_dir: Path, num_cpus: int = 2, timeout: float = 120) -> float:
+    """Starts the Ray head `tuner serve` would start, and records it for the server.
+
+    Same command as tuner.launcher (`ray start --head --block`, own process group,
+    token auth) with one change: a free dashboard-agent port instead of Ray's fixed
+    52365. Every Ray node's agent takes 52365 for job submissions unless told
+    otherwise; while another Ray on this machine holds it, a head started with the
+    default has no job agent and every submit fails ("No available agent to submit
+    job"). The server adopts this head through <data_dir>/ray-head.json, exactly as
+    a restarted server adopts the head it started before; Server.stop_head() stops
+    it by that recorded pid. Returns the seconds until the job agent listened.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port, dash, agent = free_port(), free_port(), free_port()
+    cmd = [
+        str(Path(sys.executable).with_name("ray")),
+        "start",
+        "--head",
+        "--block",
+        f"--port={port}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dash}",
+        f"--dashboard-agent-listen-port={agent}",
+        "--include-dashboard=true",
+        "--disable-usage-stats",
+        f"--num-cpus={num_cpus}",
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE", "token")
+    t0 = time.perf_counter()
+    with (data_dir / "ray-head.log").open("ab") as log:
+        head = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{dash}"
+    (data_dir / "ray-head.json").write_text(
+        json.dumps({"pid": head.pid, "address": url, "gcs": f"127.0.0.1:{port}"})
+    )
+    deadline = time.monotonic() + timeout
+    while not (_http_ok(f"{url}/api/version") and port_open(agent)):
+        if head.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the Ray head did not start; see {data_dir / 'ray-head.log'}")
+        time.sleep(0.5)
+    return time.perf_counter() - t0
+
+
 def start_server(data_dir: Path) -> tuple[Any, float]:
-    """Starts the service on a free port (embedded 2-CPU Ray head); returns it and
-    the seconds it took to answer /healthz."""
+    """Starts a Ray head (prestart_head) and `tuner serve` on it, on free ports;
+    returns the server and the seconds until it answered /healthz."""
+    t0 = time.perf_counter()
     server = server_class()(data_dir)
     if server.env.get("RAY_ADDRESS") == "local":  # a benchmark's own opt-out, not the server's
         del server.env["RAY_ADDRESS"]
-    t0 = time.perf_counter()
-    server.start(timeout=180)
+    try:
+        prestart_head(data_dir, num_cpus=int(server.env.get("TUNER_EMBEDDED_NUM_CPUS", "2")))
+        server.start(timeout=180)
+    except BaseException:
+        stop_server(server)
+        raise
     return server, time.perf_counter() - t0
 
 
@@ -154,7 +227,8 @@ def run_service_sweep(
     """POSTs a spec and polls GET /experiments/{id} every `interval` s until it ends.
 
     Returns {id, status, wall_s (POST to terminal), sweep_s (started_at to
-    finished_at), env_steps (sum over trials), error}."""
+    finished_at), queue_s (created_at to started_at), env_steps (sum over trials),
+    trials, error}."""
     t0 = time.perf_counter()
     resp = client.post("/experiments", json=spec)
     resp.raise_for_status()
@@ -176,13 +250,16 @@ def run_service_sweep(
 def sweep_outcome(client: Any, view: dict[str, Any], wall: float) -> dict[str, Any]:
     """The outcome of a finished sweep from its view and its trials."""
     trials = client.get(f"/experiments/{view['id']}/trials").json()["items"]
+    created = parse_time(view.get("created_at"))
     started, finished = parse_time(view.get("started_at")), parse_time(view.get("finished_at"))
     sweep_s = (finished - started).total_seconds() if started and finished else float("nan")
+    queue_s = (started - created).total_seconds() if created and started else float("nan")
     return {
         "id": view["id"],
         "status": view["status"],
         "wall_s": wall,
         "sweep_s": sweep_s,
+        "queue_s": queue_s,
         "env_steps": sum(int(t.get("env_steps") or 0) for t in trials),
         "trials": len(trials),
         "error": view.get("error"),

@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
 
     force_new_local_ray()
     import ray
-
     from _fit_timer import FitTimer, fit_seconds
+
     from tuner.spec import parse_spec
     from tuner.trials import TrackingConfig, ensure_ray, run_sweep
 
@@ -115,8 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         print("wall = the whole run_sweep call; fit = Tune's loop only (setup..experiment end).")
         print(f"fit-time ratio tracked/untracked: {fit_ratio:.2f}")
         print(f"throughput ratio tracked/untracked (env steps/s over fit): {rate_ratio:.2f}")
-        print(ratio_line("tracking_overhead", mean(walls["tracked"]) / mean(walls["untracked"]),
-                         "<= 1.05"))
+        print(
+            ratio_line(
+                "tracking_overhead", mean(walls["tracked"]) / mean(walls["untracked"]), "<= 1.05"
+            )
+        )
     finally:
         ray.shutdown()
         if not args.keep:

@@ -33,6 +33,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _is_loopback(address: str) -> bool:
+    host = address.split("://")[-1].split(":")[0]
+    return host in {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -64,6 +69,7 @@ class Launcher:
     def start(self, num_cpus: int | None = None, wait_s: float = 90) -> str:
         """Connects to the configured cluster or starts / reuses the embedded head."""
         if self.address:
+            self._wait_for_job_agent(self.address, time.monotonic() + wait_s / 3)
             return self.address
         known = self._known_head()
         if known:
@@ -80,6 +86,8 @@ class Launcher:
             f"--dashboard-port={dash}",
             "--include-dashboard=true",
             "--disable-usage-stats",
+            # the agent's default port (52365) is taken by any other Ray on this host
+            f"--dashboard-agent-listen-port={_free_port()}",
         ]
         if num_cpus is not None:
             cmd.append(f"--num-cpus={num_cpus}")
@@ -173,7 +181,9 @@ class Launcher:
 
     def submit(self, experiment_id: str, attempt: int, resume: bool) -> str:
         """Submits the driver of one sweep; returns the Ray job's submission id."""
-        python = sys.executable if not self.settings.ray_address else "python"
+        python = self.settings.driver_python or (
+            sys.executable if _is_loopback(self.start()) else "python"
+        )
         entrypoint = f"{python} -m tuner.trials {experiment_id}" + (" --resume" if resume else "")
         return self.client().submit_job(
             entrypoint=entrypoint,

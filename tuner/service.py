@@ -121,8 +121,22 @@ class Supervisor:
             self.store.update_experiment(rec.id, attempts=attempt)
             try:
                 job_id = self.launcher.submit(rec.id, attempt, resume=rec.tune_path is not None)
-            except Exception as err:  # noqa: BLE001 - a cluster that refuses is the sweep's error
+            except Exception as err:  # noqa: BLE001 - the cluster refused or is not ready
+                if _transient(err):  # e.g. the job agent is still starting: retry next tick
+                    self.store.update_experiment(rec.id, attempts=rec.attempts)
+                    self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
+                    continue
                 self.store.update_experiment(rec.id, error=f"could not submit the Ray Job: {err}")
                 self.store.transition(rec.id, "FAILED", allowed_from={"RUNNING"})
                 continue
             self.store.update_experiment(rec.id, job_id=job_id)
+
+
+def _transient(err: Exception) -> bool:
+    """Submission errors worth retrying: the cluster is starting or briefly unreachable."""
+    text = str(err)
+    return (
+        "No available agent" in text
+        or "try again later" in text
+        or isinstance(err, ConnectionError | TimeoutError | OSError)
+    )

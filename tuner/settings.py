@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     embedded_num_cpus: int | None = Field(
         None, description="CPUs of the embedded Ray head (default: all of this machine)."
     )
+    driver_python: str | None = Field(
+        None,
+        description="Python that runs a sweep's driver on the cluster; default this "
+        "interpreter for an embedded or loopback cluster, else `python` on the head's PATH.",
+    )
     host: str = Field("127.0.0.1", description="Address `tuner serve` binds.")
     port: int = Field(8000, description="Port `tuner serve` binds.")
 

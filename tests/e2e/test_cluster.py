@@ -1,0 +1,133 @@
+"""Cluster mode: a two-node Ray cluster started by hand, the service pointed at it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import Server, free_port, tiny, wait_for
+
+pytestmark = pytest.mark.e2e
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+class RayNode:
+    """`ray start --block` in its own process group: stopping it stops that node only."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        env = {**os.environ, "RAY_AUTH_MODE": "token"}
+        self.proc = subprocess.Popen(
+            [RAY, "start", "--block", "--disable-usage-stats", *args],
+            stdout=log.open("ab"),
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cluster")
+    port, dash = free_port(), free_port()
+    head = RayNode(
+        [
+            "--head",
+            f"--port={port}",
+            "--num-cpus=1",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dash}",
+            '--resources={"head_node": 1}',
+        ],
+        tmp / "head.log",
+    )
+    address = f"http://127.0.0.1:{dash}"
+    deadline = time.time() + 90
+    while True:
+        try:
+            if httpx.get(f"{address}/api/version", timeout=2).status_code < 500:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.time() > deadline:
+            head.stop()
+            pytest.fail((tmp / "head.log").read_text()[-2000:])
+        time.sleep(0.5)
+    worker = RayNode(
+        [f"--address=127.0.0.1:{port}", "--num-cpus=1", '--resources={"worker_node": 1}'],
+        tmp / "worker.log",
+    )
+    import ray
+
+    ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
+    try:
+        deadline = time.time() + 90
+        while len([n for n in ray.nodes() if n["Alive"]]) < 2:
+            assert time.time() < deadline, (tmp / "worker.log").read_text()[-2000:]
+            time.sleep(0.5)
+        nodes = {n["NodeID"]: n["Resources"] for n in ray.nodes() if n["Alive"]}
+    finally:
+        ray.shutdown()
+    yield {"address": address, "nodes": nodes, "tmp": tmp}
+    worker.stop()
+    head.stop()
+
+
+def test_sweep_spreads_over_both_nodes_as_a_ray_job_and_survives_api_restart(cluster):
+    from ray.job_submission import JobSubmissionClient
+
+    data = cluster["tmp"] / "data"
+    spec = tiny("cluster", iterations=4)
+    spec["config"]["min_time_s_per_iteration"] = 1
+    spec["resources"] = {"placement_strategy": "SPREAD"}
+    spec["checkpoint"] = {"frequency": 1}
+    first = Server(data, TUNER_RAY_ADDRESS=cluster["address"]).start()
+    try:
+        with first.client() as c:
+            assert c.get("/healthz").json()["ray_address"] == cluster["address"]
+            exp_id = c.post("/experiments", json=spec).json()["id"]
+            view = wait_for(c, exp_id, lambda v: v["status"] != "QUEUED" and v["job_id"])
+            assert view["status"] == "RUNNING", view["error"]
+    finally:
+        first.stop()  # a clean shutdown must leave a cluster it did not start alone
+    jobs = JobSubmissionClient(cluster["address"])
+    job = jobs.get_job_info(view["job_id"])
+    assert job.entrypoint.endswith(f"-m tuner.trials {exp_id}")
+    assert job.status.value in {"PENDING", "RUNNING", "SUCCEEDED"}
+    second = Server(data, TUNER_RAY_ADDRESS=cluster["address"]).start()
+    try:
+        with second.client() as c:
+            view = wait_for(c, exp_id, lambda v: v["status"] in {"SUCCEEDED", "FAILED"})
+            assert view["status"] == "SUCCEEDED", view["error"]
+            assert view["attempts"] == 1
+            trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+    finally:
+        second.stop()
+    deadline = time.time() + 60  # the driver writes its outcome just before it exits
+    while jobs.get_job_status(view["job_id"]).value == "RUNNING" and time.time() < deadline:
+        time.sleep(0.5)
+    assert jobs.get_job_status(view["job_id"]).value == "SUCCEEDED"
+    assert len(trials) == 2 and all(t["iterations"] == 4 for t in trials)
+    used = {t["node_id"] for t in trials}
+    assert used == set(cluster["nodes"])  # one trial on each node
+    kinds = {
+        next(k for k in ("head_node", "worker_node") if k in cluster["nodes"][n]) for n in used
+    }
+    assert kinds == {"head_node", "worker_node"}
