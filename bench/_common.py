@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -54,18 +53,6 @@ def tiny_spec(name: str, iterations: int = ITERATIONS) -> dict[str, Any]:
         "checkpoint": {"frequency": 0, "at_end": True, "num_to_keep": 2},
         "seed": SEED,
     }
-
-
-def force_new_local_ray() -> None:
-    """Makes a bare `ray.init()` in this process (and its children) start a new local Ray.
-
-    `ray start` (the service's embedded head, ours or anyone's on this machine)
-    writes /tmp/ray/ray_current_cluster and never removes it when the head is
-    killed; a bare `ray.init()` then connects to that head instead of starting
-    one, and `ray.init(num_cpus=2)` raises. RAY_ADDRESS=local opts out.
-    """
-    if not os.environ.get("RAY_ADDRESS"):
-        os.environ["RAY_ADDRESS"] = "local"
 
 
 # -- timing and tables --------------------------------------------------------------
@@ -125,82 +112,12 @@ def server_class() -> Any:
     return Server
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_open(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
-
-
-def _http_ok(url: str) -> bool:
-    import httpx
-
-    try:
-        return httpx.get(url, timeout=2).status_code < 500
-    except httpx.HTTPError:
-        return False
-
-
-def prestart_head(data_dir: Path, num_cpus: int = 2, timeout: float = 120) -> float:
-    """Starts the Ray head `tuner serve` would start, and records it for the server.
-
-    Same command as tuner.launcher (`ray start --head --block`, own process group,
-    token auth) with one change: a free dashboard-agent port instead of Ray's fixed
-    52365. Every Ray node's agent takes 52365 for job submissions unless told
-    otherwise; while another Ray on this machine holds it, a head started with the
-    default has no job agent and every submit fails ("No available agent to submit
-    job"). The server adopts this head through <data_dir>/ray-head.json, exactly as
-    a restarted server adopts the head it started before; Server.stop_head() stops
-    it by that recorded pid. Returns the seconds until the job agent listened.
-    """
-    data_dir.mkdir(parents=True, exist_ok=True)
-    port, dash, agent = free_port(), free_port(), free_port()
-    cmd = [
-        str(Path(sys.executable).with_name("ray")),
-        "start",
-        "--head",
-        "--block",
-        f"--port={port}",
-        "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={dash}",
-        f"--dashboard-agent-listen-port={agent}",
-        "--include-dashboard=true",
-        "--disable-usage-stats",
-        f"--num-cpus={num_cpus}",
-    ]
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE", "token")
-    t0 = time.perf_counter()
-    with (data_dir / "ray-head.log").open("ab") as log:
-        head = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{dash}"
-    (data_dir / "ray-head.json").write_text(
-        json.dumps({"pid": head.pid, "address": url, "gcs": f"127.0.0.1:{port}"})
-    )
-    deadline = time.monotonic() + timeout
-    while not (_http_ok(f"{url}/api/version") and port_open(agent)):
-        if head.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the Ray head did not start; see {data_dir / 'ray-head.log'}")
-        time.sleep(0.5)
-    return time.perf_counter() - t0
-
-
 def start_server(data_dir: Path) -> tuple[Any, float]:
-    """Starts a Ray head (prestart_head) and `tuner serve` on it, on free ports;
-    returns the server and the seconds until it answered /healthz."""
-    t0 = time.perf_counter()
+    """Starts `tuner serve` (and its embedded 2-CPU Ray head) on free ports; returns
+    the server and the seconds until it answered /healthz."""
     server = server_class()(data_dir)
-    if server.env.get("RAY_ADDRESS") == "local":  # a benchmark's own opt-out, not the server's
-        del server.env["RAY_ADDRESS"]
+    t0 = time.perf_counter()
     try:
-        prestart_head(data_dir, num_cpus=int(server.env.get("TUNER_EMBEDDED_NUM_CPUS", "2")))
         server.start(timeout=180)
     except BaseException:
         stop_server(server)

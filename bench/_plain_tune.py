@@ -35,8 +35,9 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=ITERATIONS)
     args = parser.parse_args()
 
-    # A lean local Ray: 2 CPUs, no dashboard (cheaper than a bare ray.init()).
-    ray.init(num_cpus=2, include_dashboard=False)
+    # A lean local Ray of its own: 2 CPUs, no dashboard (cheaper than a bare ray.init(),
+    # which would also join any `ray start` head on this machine, say the service's).
+    ray.init(address="local", num_cpus=2, include_dashboard=False)
     ray_up_s = since_launch()
     config = (
         PPOConfig()

@@ -1,6 +1,6 @@
 """API latency under 50 concurrent pollers, and what the pollers cost the training.
 
-Starts the service (Ray head + `tuner serve`, as in service_vs_plain.py) and runs
+Starts the service (`tuner serve` with its embedded 2-CPU Ray head) and runs
 the same tiny sweep in the order Q L L Q (repeated with --repeats):
 
   Q  quiet: no pollers; only the benchmark's own GET /experiments/{id} every 0.25 s.
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server, up_s = start_server(tmp / "service")
         base = f"{server.url}/api/v1"
-        print(f"Ray head + service up in {up_s:.1f} s (not timed); data in {tmp}")
+        print(f"service + embedded Ray head up in {up_s:.1f} s (not timed); data in {tmp}")
         order = ["quiet", "loaded", "loaded", "quiet"] * args.repeats
         rows = []
         rates: dict[str, list[float]] = {"quiet": [], "loaded": []}
@@ -152,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             out = asyncio.run(one_sweep(base, f"bench-polling-{i}", args.iterations, run_args))
             if out["status"] != "SUCCEEDED":
                 print(f"sweep {out['id']} {out['status']}: {out['error']}")
-            rates[arm].append(out["throughput"])
-            trial_rates[arm].append(out["trial_rate"])
+            if out["status"] == "SUCCEEDED":  # a failed sweep's rate would mean nothing
+                rates[arm].append(out["throughput"])
+                trial_rates[arm].append(out["trial_rate"])
             n_req = sum(len(out["latency"][r]) for r in ROUTES)
             for key in lat:
                 lat[key] += out["latency"][key]
@@ -207,10 +208,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(table(["route", "requests", "p50 ms", "p95 ms", "p99 ms", "max ms"], lat_rows))
         print(f"failed requests: {len(lat['errors'])}")
+        print("(means below count SUCCEEDED sweeps only)")
         print()
         print(
             table(
-                ["arm", "runs", "mean env steps/s", "mean in trials"],
+                ["arm", "runs ok", "mean env steps/s", "mean in trials"],
                 [
                     [arm, len(rates[arm]), mean(rates[arm]), mean(trial_rates[arm])]
                     for arm in ("quiet", "loaded")

@@ -1,0 +1,66 @@
+"""`tuner validate` / `tuner schema`, and every example spec stays valid."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tuner.cli import app
+from tuner.spec import load_spec
+from tuner.trials import validate_spec
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*.yaml"))
+runner = CliRunner()
+
+
+def test_there_is_an_example_per_algorithm_and_preset():
+    from tuner.spec import ALGORITHMS, PRESETS
+
+    named = {load_spec(p).algorithm for p in EXAMPLES}
+    assert set(ALGORITHMS) | set(PRESETS) <= named
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_specs_validate(path):
+    spec = load_spec(path)
+    warnings = validate_spec(spec)
+    assert ("noisy" in " ".join(warnings)) == (spec.algorithm in {"Noisy_DQN", "Rainbow_DQN"})
+    assert spec.resources.num_env_runners <= 1  # fits this 2-core machine
+
+
+def test_validate_prints_field_path_and_value(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        yaml.safe_dump(
+            {
+                "name": "x",
+                "algorithm": "PPO",
+                "env": "CartPole-v1",
+                "search": {"space": {"lr": {"uniform": [0.1, 0.01]}}},
+                "config": {"lr_typo": 3},
+            }
+        )
+    )
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert "search.space.lr" in result.output and "[0.1, 0.01]" in result.output
+
+
+def test_validate_ok_and_warning():
+    result = runner.invoke(app, ["validate", "experiments/rainbow-dqn-cartpole.yaml"])
+    assert result.exit_code == 0 and "ok" in result.output and "noisy" in result.output
+
+
+def test_schema_command():
+    result = runner.invoke(app, ["schema"])
+    assert result.exit_code == 0
+    assert json.loads(result.output)["title"] == "ExperimentSpec"
+
+
+def test_run_rejects_bad_output_flag():
+    result = runner.invoke(app, ["run", "experiments/cartpole-ppo.yaml", "--output", "xml"])
+    assert result.exit_code == 2 and "--output" in result.output
