@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import sys
 import tempfile
@@ -73,6 +74,19 @@ async def poller(
                 await asyncio.wait_for(done.wait(), timeout=interval)
             except TimeoutError:
                 pass
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) used so far by this process, or by process `pid`
+    (Linux /proc; nan where unreadable)."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
 def trial_rate(client: httpx.Client, exp_id: str) -> float:
@@ -149,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
             run_args = argparse.Namespace(**{**vars(args), "pollers": 0})
             if arm == "loaded":
                 run_args.pollers = args.pollers
+            cpu0, srv0 = cpu_seconds(), cpu_seconds(server.proc.pid)
             out = asyncio.run(one_sweep(base, f"bench-polling-{i}", args.iterations, run_args))
+            cpu_here, cpu_srv = cpu_seconds() - cpu0, cpu_seconds(server.proc.pid) - srv0
             if out["status"] != "SUCCEEDED":
                 print(f"sweep {out['id']} {out['status']}: {out['error']}")
             if out["status"] == "SUCCEEDED":  # a failed sweep's rate would mean nothing
@@ -169,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
                     out["trial_rate"],
                     n_req,
                     n_req / out["wall_s"],
+                    cpu_here,
+                    cpu_srv,
+                    out["wall_s"],
                 ]
             )
             print(f"  run {i + 1}/{len(order)} {arm}: {out['wall_s']:.1f} s", flush=True)
@@ -186,9 +205,17 @@ def main(argv: list[str] | None = None) -> int:
                     "in trials",
                     "requests",
                     "req/s",
+                    "CPU s bench",
+                    "CPU s API",
+                    "wall s",
                 ],
                 rows,
             )
+        )
+        print(
+            "CPU s bench = this process (the pollers' client side); CPU s API = the "
+            "`tuner serve` process;\nwall s = POST -> SUCCEEDED seen. Both share the 2 cores "
+            "with the sweep's trials."
         )
         print()
         lat_rows = [

@@ -1,6 +1,6 @@
 """One sweep through the service vs. the same sweep as a plain Ray Tune script.
 
-Arms, run side by side in the order P S S P (repeated with --repeats):
+Arms, run side by side in the order P S S P (twice by default, --repeats):
 
   P  plain: `python bench/_plain_tune.py` (RLlib PPOConfig + tune.Tuner("PPO", ...),
      hand-wired) in a fresh process. Timed from process start to process end:
@@ -20,7 +20,7 @@ The service keeps a Ray head up between sweeps, so its wall time has no Ray
 start-up; the plain script pays a local Ray start-up every run (what a user's
 script does). The ratio compares what each user waits for one sweep.
 
-    .venv/bin/python bench/service_vs_plain.py [--iterations 8] [--repeats 1]
+    .venv/bin/python bench/service_vs_plain.py [--iterations 8] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def run_plain(tmp: Path, i: int, iterations: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=ITERATIONS)
-    parser.add_argument("--repeats", type=int, default=1, help="P S S P blocks (default 1)")
+    parser.add_argument("--repeats", type=int, default=2, help="P S S P blocks (default 2)")
     parser.add_argument("--keep", action="store_true", help="keep the temp data dir")
     args = parser.parse_args(argv)
 

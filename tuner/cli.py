@@ -63,7 +63,9 @@ def run(
         Path | None, typer.Option(help="Where the run's data goes (default TUNER_DATA_DIR).")
     ] = None,
 ) -> None:
-    """Run a sweep in this process (no server) and print the best trial."""
+    """Run a sweep in this process on a local Ray (no server) and print the best trial.
+
+    For a cluster, run the service with TUNER_RAY_ADDRESS and use `tuner submit`."""
     if output not in ("table", "json"):
         err.print(f"--output: expected 'table' or 'json', got {output!r}")
         raise typer.Exit(2)
@@ -78,7 +80,6 @@ def run(
             storage_path=settings.tune_storage,
             resume=resume,
             progress_to_stderr=output == "json",
-            ray_address=settings.ray_address,
             tracking=tracking_config(settings),
         )
     except SpecError as e:

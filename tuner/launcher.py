@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -179,25 +178,32 @@ class Launcher:
         env["PYTHONPATH"] = os.pathsep.join(p for p in dict.fromkeys(paths) if p)
         return env
 
-    def submit(self, experiment_id: str, attempt: int, resume: bool) -> str:
-        """Submits the driver of one sweep; returns the Ray job's submission id."""
+    def submit(self, experiment_id: str, job_id: str, resume: bool) -> str:
+        """Submits the driver of one sweep as job `job_id` (idempotent); returns the id."""
         python = self.settings.driver_python or (
             sys.executable if _is_loopback(self.start()) else "python"
         )
         entrypoint = f"{python} -m tuner.trials {experiment_id}" + (" --resume" if resume else "")
-        return self.client().submit_job(
-            entrypoint=entrypoint,
-            submission_id=f"tuner-{experiment_id}-{attempt}-{uuid.uuid4().hex[:6]}",
-            runtime_env={"env_vars": self.job_env()},
-            metadata={"tuner.experiment_id": experiment_id},
-        )
+        try:
+            return self.client().submit_job(
+                entrypoint=entrypoint,
+                submission_id=job_id,
+                runtime_env={"env_vars": self.job_env()},
+                metadata={"tuner.experiment_id": experiment_id},
+            )
+        except RuntimeError as err:
+            if "already exists" in str(err):
+                return job_id
+            raise
 
     def status(self, job_id: str) -> str | None:
         """The job's status (PENDING RUNNING STOPPED SUCCEEDED FAILED), None if unknown."""
         try:
             return str(self.client().get_job_status(job_id).value)
-        except RuntimeError:
-            return None
+        except RuntimeError as err:
+            if "does not exist" in str(err) or "404" in str(err):
+                return None
+            raise  # the job server is unwell: not a reason to think the driver died
 
     def stop(self, job_id: str) -> None:
         """Hard-stops a job (SIGTERM, then SIGKILL by Ray)."""

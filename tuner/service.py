@@ -9,6 +9,7 @@ in worker threads so its event loop never blocks.
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,6 +34,9 @@ def request_stop(store: Store, experiment_id: str) -> ExperimentRecord:
     """QUEUED -> STOPPED at once; RUNNING -> STOPPING (the driver ends gracefully)."""
     if store.transition(experiment_id, "STOPPED", allowed_from={"QUEUED"}):
         return store.get_experiment(experiment_id)
+    rec = store.get_experiment(experiment_id)
+    if rec.status == "STOPPING":
+        return rec  # asked again: the stop timeout keeps counting from the first request
     store.update_experiment(experiment_id, stop_requested=True)
     if store.transition(experiment_id, "STOPPING", allowed_from={"RUNNING"}):
         return store.get_experiment(experiment_id)
@@ -81,12 +85,17 @@ class Supervisor:
         for status in ACTIVE:
             records, _ = self.store.list_experiments(status=status, limit=10_000)
             for rec in records:
-                self._follow(rec, now)
+                try:
+                    self._follow(rec, now)
+                except Exception:  # noqa: BLE001 - one sweep's trouble must not stall the rest
+                    log.exception("following sweep %s failed; retrying next tick", rec.id)
         self._launch()
 
     def _follow(self, rec: ExperimentRecord, now: datetime) -> None:
         if rec.job_id is None:
-            if now - rec.updated_at > timedelta(seconds=30):  # died between claim and submit
+            if rec.status == "STOPPING" or rec.stop_requested:
+                self.store.transition(rec.id, "STOPPED", allowed_from=ACTIVE)
+            elif now - rec.updated_at > timedelta(seconds=30):  # died between claim and submit
                 self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
             return
         job = self.launcher.status(rec.job_id)
@@ -118,18 +127,24 @@ class Supervisor:
             if not self.store.transition(rec.id, "RUNNING", allowed_from={"QUEUED"}):
                 continue
             attempt = rec.attempts + 1
-            self.store.update_experiment(rec.id, attempts=attempt)
+            # The job id is stored before submitting: a crash in between leaves an id that
+            # either exists (followed) or does not (the driver never started: relaunched).
+            job_id = f"tuner-{rec.id}-{attempt}-{uuid.uuid4().hex[:6]}"
+            self.store.update_experiment(rec.id, attempts=attempt, job_id=job_id)
             try:
-                job_id = self.launcher.submit(rec.id, attempt, resume=rec.tune_path is not None)
+                self.launcher.submit(rec.id, job_id, resume=rec.tune_path is not None)
             except Exception as err:  # noqa: BLE001 - the cluster refused or is not ready
-                if _transient(err):  # e.g. the job agent is still starting: retry next tick
-                    self.store.update_experiment(rec.id, attempts=rec.attempts)
-                    self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
-                    continue
-                self.store.update_experiment(rec.id, error=f"could not submit the Ray Job: {err}")
-                self.store.transition(rec.id, "FAILED", allowed_from={"RUNNING"})
-                continue
-            self.store.update_experiment(rec.id, job_id=job_id)
+                cur = self.store.get_experiment(rec.id)
+                if cur.stop_requested:
+                    self.store.transition(rec.id, "STOPPED", allowed_from=ACTIVE)
+                elif _transient(err):  # e.g. the job agent is still starting: retry next tick
+                    self.store.update_experiment(rec.id, attempts=rec.attempts, job_id=None)
+                    self.store.transition(rec.id, "QUEUED", allowed_from=ACTIVE)
+                else:
+                    self.store.update_experiment(
+                        rec.id, error=f"could not submit the Ray Job: {err}"
+                    )
+                    self.store.transition(rec.id, "FAILED", allowed_from=ACTIVE)
 
 
 def _transient(err: Exception) -> bool:

@@ -61,6 +61,11 @@ class Settings(BaseSettings):
         description="Python that runs a sweep's driver on the cluster; default this "
         "interpreter for an embedded or loopback cluster, else `python` on the head's PATH.",
     )
+    env_modules: str = Field(
+        "",
+        description="Comma-separated module prefixes whose 'module:Name' envs the service "
+        "accepts (e.g. 'mypkg.envs'); empty: gymnasium ids only. `tuner run` allows any.",
+    )
     host: str = Field("127.0.0.1", description="Address `tuner serve` binds.")
     port: int = Field(8000, description="Port `tuner serve` binds.")
 
@@ -68,6 +73,11 @@ class Settings(BaseSettings):
     def data_path(self) -> Path:
         """The data dir as an absolute path."""
         return self.data_dir.expanduser().absolute()
+
+    @property
+    def allowed_env_modules(self) -> list[str]:
+        """TUNER_ENV_MODULES as a list of module prefixes."""
+        return [m.strip() for m in self.env_modules.split(",") if m.strip()]
 
     @property
     def tracking_uri(self) -> str:

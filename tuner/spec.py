@@ -56,7 +56,7 @@ STOP_RESULT_KEYS: dict[str, str] = {
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
 
 
 class SearchSpec(_Model):
@@ -322,6 +322,13 @@ class ExperimentSpec(_Model):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
+def _json_safe(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value, default=repr))
+    except (ValueError, TypeError, RecursionError):
+        return repr(value)[:200]
+
+
 class SpecIssue(BaseModel):
     """One problem with a spec: the field path, what is wrong and the bad value."""
 
@@ -350,7 +357,7 @@ def issues_from_validation_error(err: ValidationError) -> list[SpecIssue]:
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(spec)"
         msg = e["msg"].removeprefix("Value error, ")
-        out.append(SpecIssue(loc=loc, msg=msg, value=e.get("input")))
+        out.append(SpecIssue(loc=loc, msg=msg, value=_json_safe(e.get("input"))))
     return out
 
 

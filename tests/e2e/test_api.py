@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -124,6 +126,23 @@ def test_malformed_and_oversized_bodies(server):
         assert r.status_code == 422
         r = c.post("/experiments", content=b"x" * 2_000_000)
         assert r.status_code == 413
+        r = c.post("/experiments", content=b"{}", headers={"content-type": "text/plain"})
+        assert r.status_code == 415
+        bomb = b"a: &a [x, x]\nb: &b [*a, *a]\nname: n\n"
+        r = c.post("/experiments", content=bomb, headers={"content-type": "application/yaml"})
+        assert r.status_code == 422 and "alias" in r.json()["detail"][0]["msg"]
+        r = c.post("/experiments", content=b"[" * 200_000)
+        assert r.status_code == 422
+        huge = {**tiny("huge"), "search": {"space": {"n": {"randint": [0, 10**400]}}}}
+        r = c.post(
+            "/experiments", content=json.dumps(huge), headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"].startswith("search")
+        r = c.post("/experiments", json={**tiny("nan"), "stop": {"episode_return_mean": "NaN"}})
+        assert r.status_code == 422
+        r = c.post("/experiments", json={**tiny("importpath"), "env": "mlflow.utils.process:x"})
+        assert r.status_code == 422 and "TUNER_ENV_MODULES" in r.json()["detail"][0]["msg"]
+        assert c.get("/experiments", params={"offset": 10**20}).status_code == 422
         assert c.get("/experiments/nope").status_code == 404
         assert c.get("/experiments", params={"status": "DONE"}).status_code == 422
         assert c.get("/experiments", params={"limit": 0}).status_code == 422

@@ -59,3 +59,9 @@ def test_serve_refuses_public_bind_without_token(tmp_path):
         timeout=60,
     )
     assert r.returncode == 2 and "TUNER_API_TOKEN" in r.stderr
+
+
+def test_cross_site_requests_refused(tmp_path):
+    client = TestClient(create_app(Settings(data_dir=tmp_path)))
+    r = client.post("/api/v1/experiments/x/stop", headers={"Origin": "http://evil.example"})
+    assert r.status_code == 403 and "evil.example" in r.json()["detail"]

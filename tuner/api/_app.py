@@ -8,6 +8,7 @@ import logging
 import multiprocessing
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,54 @@ def plotly_js() -> Path:
     import plotly
 
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+class Validator:
+    """Parses and validates request bodies in one spawned worker process (RLlib loaded
+    there, never here), with a deadline; a worker that hangs or dies is replaced."""
+
+    def __init__(self, allowed_env_modules: list[str], timeout_s: float = 120) -> None:
+        self.allowed = allowed_env_modules
+        self.timeout_s = timeout_s
+        self._pool = self._new()
+
+    @staticmethod
+    def _new() -> ProcessPoolExecutor:
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        pool.submit(_checks.warm_up)
+        return pool
+
+    async def check(self, raw: bytes, yaml_body: bool) -> dict[str, Any]:
+        """{"spec", "warnings"} or {"issues"}; never raises for a bad body."""
+        try:
+            future = self._pool.submit(_checks.check_body, raw, yaml_body, self.allowed)
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
+        except (TimeoutError, BrokenProcessPool) as err:
+            self.restart()
+            why = "timed out" if isinstance(err, TimeoutError) else "crashed"
+            return {
+                "issues": [
+                    {
+                        "loc": "(spec)",
+                        "value": None,
+                        "msg": f"validation {why} (the env constructor or the body)",
+                    }
+                ]
+            }
+
+    def restart(self) -> None:
+        """Kills the worker (its own process) and starts a fresh one."""
+        old = self._pool
+        for process in list(getattr(old, "_processes", {}).values()):
+            process.kill()
+        old.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._new()
+
+    def close(self) -> None:
+        """Stops the worker."""
+        for process in list(getattr(self._pool, "_processes", {}).values()):
+            process.kill()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class BodyLimit:
@@ -119,9 +168,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     launcher = Launcher(settings)
     app.state.launcher = launcher
     await asyncio.to_thread(launcher.start, settings.embedded_num_cpus)
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    pool.submit(_checks.warm_up)
-    app.state.check_pool = lambda data: pool.submit(_checks.check_spec, data)
+    app.state.validator = Validator(settings.allowed_env_modules)
     loop = asyncio.get_running_loop()
     app.state.wake_event = asyncio.Event()
     app.state.wake = lambda: loop.call_soon_threadsafe(app.state.wake_event.set)
@@ -131,7 +178,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         task.cancel()
-        pool.shutdown(wait=False, cancel_futures=True)
+        app.state.validator.close()
         if launcher.started_head:
             await asyncio.to_thread(launcher.stop_head)
         app.state.store.close()
@@ -146,7 +193,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked in MLflow.",
     )
     app.state.settings = settings or Settings()
-    app.state.check_pool = None
     app.include_router(public)
     app.include_router(router)
     app.openapi = _openapi(app)

@@ -23,6 +23,13 @@ def get_store(request: Request) -> Store:
 
 def require_token(request: Request, settings: Annotated[Settings, Depends(get_settings)]) -> None:
     """With TUNER_API_TOKEN set, requires `Authorization: Bearer <token>` (constant time)."""
+    origin = request.headers.get("origin")
+    if origin and request.method not in ("GET", "HEAD", "OPTIONS"):
+        # A page on another site must not drive this API through the user's browser.
+        if origin.split("://", 1)[-1].rstrip("/") != request.headers.get("host", ""):
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN, detail=f"cross-site request from {origin!r} refused"
+            )
     if not settings.api_token:
         return
     header = request.headers.get("authorization", "")

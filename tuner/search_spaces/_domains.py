@@ -22,7 +22,7 @@ DOMAIN_KINDS: tuple[str, ...] = ("grid", "choice", "uniform", "loguniform", "ran
 class Domain(BaseModel):
     """One hyperparameter's domain: exactly one of the fields below."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     grid: list[Any] | None = Field(
         None, min_length=1, description="Every value, in turn (search.method grid only)."
@@ -58,6 +58,8 @@ class Domain(BaseModel):
         kind = self.kind
         if kind in ("uniform", "loguniform", "randint", "quniform"):
             low, high = getattr(self, kind)[:2]
+            if max(abs(low), abs(high)) > 1e15:
+                raise ValueError(f"{kind} bounds must lie within +-1e15, got [{low}, {high}]")
             if not (math.isfinite(low) and math.isfinite(high)):
                 raise ValueError(f"{kind} bounds must be finite, got [{low}, {high}]")
             if kind == "randint":

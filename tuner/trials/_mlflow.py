@@ -307,6 +307,12 @@ class MLflowTracker(Callback):
         self._log_checkpoints(run_id, trial)
         self.client.set_terminated(run_id, status="FAILED")
 
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        # Trials an interrupt left unfinished: their runs end KILLED (a resume reopens them).
+        for trial in trials:
+            if trial.status not in ("TERMINATED", "ERROR") and trial.trial_id in self.child_runs:
+                self.client.set_terminated(self.child_runs[trial.trial_id], status="KILLED")
+
     def _log_checkpoints(self, run_id: str, trial: Any) -> None:
         """Uploads the checkpoints Tune kept for this trial (num_to_keep of them)."""
         import pyarrow.fs as pafs
@@ -351,13 +357,24 @@ class MLflowTracker(Callback):
             out["best_run_id"] = best_run
             params = {f"best.{k}": v for k, v in best.config.items()}
             params.update({"best.trial_id": best.trial_id, "best.seed": best.seed})
+            # MLflow params are write-once: a sweep interrupted and resumed reports its best
+            # again. Params already there with another value go in as tags instead.
+            logged = self.client.get_run(parent).data.params
+            moved = {
+                k: v for k, v in params.items() if k in logged and logged[k] != _param_value(v)
+            }
+            params = {k: v for k, v in params.items() if k not in logged}
             self._log(
                 parent,
                 params=params,
                 metrics=[
                     Metric(f"best.{self.metric}", best.metric_value, int(time.time() * 1000), 0)
                 ],
-                tags={"tuner.best_trial_id": best.trial_id, "tuner.best_run_id": best_run or ""},
+                tags={
+                    "tuner.best_trial_id": best.trial_id,
+                    "tuner.best_run_id": best_run or "",
+                    **{f"tuner.{k}": _param_value(v) for k, v in moved.items()},
+                },
             )
             self.client.log_text(
                 parent, json.dumps(best.model_dump(mode="json"), indent=2), "best_config.json"
@@ -366,9 +383,8 @@ class MLflowTracker(Callback):
                 out["model_version"] = self._register(best_run, Path(best.checkpoint).name)
         self._log_trials_table(parent, summary)
         self._log_learning_curves(parent, summary)
-        self.client.set_terminated(
-            parent, status="FINISHED" if summary.status == "SUCCEEDED" else "FAILED"
-        )
+        status = {"SUCCEEDED": "FINISHED", "STOPPED": "KILLED"}.get(summary.status, "FAILED")
+        self.client.set_terminated(parent, status=status)
         return out
 
     def _find_child(self, trial_id: str) -> str | None:

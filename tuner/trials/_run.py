@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -65,7 +66,12 @@ def latest_run(storage_path: str, spec_name: str) -> str | None:
     storage_path = Path(storage_path)
     if not storage_path.is_dir():
         return None
-    runs = sorted(p for p in storage_path.glob(f"{spec_name}_*") if tune.Tuner.can_restore(p))
+    own = re.compile(re.escape(spec_name) + r"_\d{8}-\d{6}")  # not `cartpole_ppo_*` for `cartpole`
+    runs = sorted(
+        p
+        for p in storage_path.glob(f"{spec_name}_*")
+        if own.fullmatch(p.name) and tune.Tuner.can_restore(p)
+    )
     return str(runs[-1]) if runs else None
 
 
@@ -120,10 +126,13 @@ def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = 
                 checkpoint=view.checkpoint,
             )
     trials.sort(key=lambda t: t.trial_id)
-    ok = any(t.status == "TERMINATED" for t in trials)
+    if any(t.status in ("RUNNING", "PENDING", "PAUSED") for t in trials):
+        status = "STOPPED"  # interrupted: `--resume` (or POST /resume) continues it
+    else:
+        status = "SUCCEEDED" if any(t.status == "TERMINATED" for t in trials) else "FAILED"
     return SweepSummary(
         name=spec.name,
-        status="SUCCEEDED" if ok else "FAILED",
+        status=status,
         metric=spec.metric,
         mode=spec.mode,
         best=best,

@@ -78,7 +78,11 @@ class SweepSummary(BaseModel):
     """`tuner run --output json`: the best trial and every trial."""
 
     name: str
-    status: str = Field(..., description="SUCCEEDED (some trial finished) or FAILED.")
+    status: str = Field(
+        ...,
+        description="SUCCEEDED (some trial finished), STOPPED (interrupted, resumable) "
+        "or FAILED (no trial finished).",
+    )
     metric: str
     mode: str
     best: BestTrial | None = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tuner.search_spaces import Domain, default_space
 from tuner.spec import ExperimentSpec, SpecError, SpecIssue
 from tuner.trials._algorithms import (
@@ -21,7 +23,15 @@ _OWNED_BY_SPEC = {
     "num_env_runners": "resources.num_env_runners",
     "num_learners": "resources.num_learners",
     "num_gpus_per_learner": "resources.num_gpus_per_learner",
+    "num_envs_per_env_runner": "resources.num_envs_per_env_runner",
+    "num_cpus_per_env_runner": "resources.num_cpus_per_env_runner",
+    "num_gpus_per_env_runner": "resources.num_gpus_per_env_runner",
+    "num_cpus_for_main_process": "resources.num_cpus_for_main_process",
+    "placement_strategy": "resources.placement_strategy",
     "evaluation_interval": "evaluation.interval",
+    "evaluation_duration": "evaluation.duration",
+    "evaluation_duration_unit": "evaluation.duration (episodes)",
+    "model_config": "model",
 }
 
 
@@ -32,8 +42,30 @@ def search_space(spec: ExperimentSpec) -> dict[str, Domain]:
     return default_space(spec.base_algorithm)
 
 
-def validate_spec(spec: ExperimentSpec, *, build_env: bool = True) -> list[str]:
-    """Checks what only RLlib can check; returns warnings, raises SpecError."""
+def validate_spec(
+    spec: ExperimentSpec,
+    *,
+    build_env: bool = True,
+    allowed_env_modules: Sequence[str] | None = None,
+) -> list[str]:
+    """Checks what only RLlib can check; returns warnings, raises SpecError.
+
+    With `allowed_env_modules` (the service), an import-path env must live under one of
+    those module prefixes; it is checked before anything is imported."""
+    if allowed_env_modules is not None and ":" in spec.env:
+        module = spec.env.partition(":")[0]
+        if not any(module == m or module.startswith(m + ".") for m in allowed_env_modules):
+            raise SpecError(
+                [
+                    SpecIssue(
+                        loc="env",
+                        value=spec.env,
+                        msg="this service accepts envs from "
+                        + (", ".join(allowed_env_modules) if allowed_env_modules else "no module")
+                        + " (TUNER_ENV_MODULES); use a gymnasium id",
+                    )
+                ]
+            )
     issues: list[SpecIssue] = []
     warnings = preset_warnings(spec.algorithm)
     known = rllib_keys(spec.base_algorithm)
