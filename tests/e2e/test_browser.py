@@ -62,3 +62,45 @@ def test_trial_table_updates_without_reload(server, browser):
         page.wait_for_selector("#curves .plot-container", timeout=30_000)
         page.screenshot(path=str(ARTIFACTS / "sweep-finished.png"), full_page=True)
         assert not errors, errors
+
+
+def test_page_with_200_trials(server, browser):
+    """200 trials (written through the real store) render, sort and chart in place."""
+    from tuner.store import MetricPoint, Store
+
+    store = Store(f"sqlite:///{server.data_dir / 'tuner.db'}")
+    spec = {**tiny("wide"), "metric": "env_runners/episode_return_mean", "mode": "max"}
+    rec = store.create_experiment(name="wide", spec=spec, warnings=[])
+    store.transition(rec.id, "STOPPED", allowed_from={"QUEUED"})  # never launched
+    key = "env_runners/episode_return_mean"
+    for i in range(200):
+        tid = f"wide_{i:05d}"
+        store.upsert_trial(
+            rec.id,
+            tid,
+            status="TERMINATED",
+            config={"lr": 1e-4 * (i + 1)},
+            iterations=3,
+            env_steps=300,
+            metric=float(i),
+            best_metric=float(i),
+        )
+        store.add_metric_points(
+            rec.id,
+            tid,
+            [
+                MetricPoint(iteration=k, env_steps=100 * k, time_s=k, values={key: float(i + k)})
+                for k in (1, 2, 3)
+            ],
+        )
+    store.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server.url}/#/experiments/{rec.id}")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#trials-table tbody tr[data-trial-id]').length == 200",
+        timeout=60_000,
+    )
+    page.wait_for_selector("#curves .plot-container", timeout=60_000)
+    assert page.locator("#curves .scatterlayer .trace").count() == 200
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "sweep-200-trials.png"))

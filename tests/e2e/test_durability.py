@@ -88,3 +88,20 @@ def test_dead_driver_is_resumed_automatically(tmp_path):
     finally:
         server.stop()
         server.stop_head()
+
+
+def test_queue_runs_sweeps_in_submission_order_up_to_the_limit(tmp_path):
+    server = Server(tmp_path / "data", TUNER_MAX_RUNNING_EXPERIMENTS="1").start()
+    try:
+        with server.client() as c:
+            first = c.post("/experiments", json=tiny("first")).json()["id"]
+            second = c.post("/experiments", json=tiny("second")).json()["id"]
+            view = wait_for(c, first, lambda v: v["status"] == "RUNNING")
+            assert c.get(f"/experiments/{second}").json()["status"] == "QUEUED"
+            done = wait_for(c, second, lambda v: v["status"] in TERMINAL, timeout=300)
+            view = c.get(f"/experiments/{first}").json()
+            assert view["status"] == done["status"] == "SUCCEEDED"
+            assert done["started_at"] >= view["finished_at"]  # never two at once
+    finally:
+        server.stop()
+        server.stop_head()
