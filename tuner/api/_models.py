@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from tuner.store import TrialRecord
+
 
 class BestView(BaseModel):
     """The best trial of a sweep."""
@@ -65,23 +67,10 @@ class ExperimentList(BaseModel):
     offset: int
 
 
-class TrialOut(BaseModel):
-    """One trial of a sweep."""
+class TrialOut(TrialRecord):
+    """One trial of a sweep (status PENDING RUNNING PAUSED TERMINATED ERROR; `config`
+    holds its sampled values) with a link to its MLflow run."""
 
-    trial_id: str
-    status: str = Field(..., description="PENDING RUNNING PAUSED TERMINATED ERROR")
-    config: dict[str, Any] = Field(default_factory=dict, description="Sampled values.")
-    seed: int | None = None
-    iterations: int = 0
-    env_steps: int = 0
-    metric: float | None = None
-    best_metric: float | None = None
-    error: str | None = None
-    node_id: str | None = None
-    node_ip: str | None = None
-    device: str | None = None
-    checkpoint: str | None = None
-    mlflow_run_id: str | None = None
     mlflow_url: str | None = None
 
 
