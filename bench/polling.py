@@ -8,8 +8,9 @@ the same tiny sweep in the order Q L L Q (repeated with --repeats):
      (its own httpx.AsyncClient, its own connection, like a browser tab) loops:
      GET /experiments/{id}, then GET /experiments/{id}/trials, then waits
      --interval s (default 0.1 s: 20x faster than the web page, which polls every
-     2 s). Each loop is bounded in count (--max-rounds) and time (the sweep's end,
-     or the sweep timeout).
+     2 s). The pollers' phases are spread evenly over one interval (tabs opened
+     at different moments, not in lockstep). Each loop is bounded in count
+     (--max-rounds) and time (the sweep's end, or the sweep timeout).
 
 Latency is client-side (request sent -> response read), so it includes this
 process's own event loop, which shares the 2 cores with the server and training.
@@ -49,11 +50,26 @@ from _common import (
 ROUTES = ("experiment", "trials")
 
 
+async def wait_or_done(done: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(done.wait(), timeout=seconds)
+    except TimeoutError:
+        pass
+
+
 async def poller(
-    base: str, exp_id: str, done: asyncio.Event, interval: float, max_rounds: int, lat: dict
+    base: str,
+    exp_id: str,
+    done: asyncio.Event,
+    interval: float,
+    max_rounds: int,
+    lat: dict,
+    phase: float,
 ) -> None:
-    """GET /experiments/{id} then /trials, wait, repeat; latencies (s) into lat."""
+    """After `phase` s: GET /experiments/{id} then /trials, wait `interval` s, repeat;
+    latencies (s) into lat."""
     paths = {"experiment": f"/experiments/{exp_id}", "trials": f"/experiments/{exp_id}/trials"}
+    await wait_or_done(done, phase)
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
         for _ in range(max_rounds):
             if done.is_set():
@@ -70,10 +86,7 @@ async def poller(
                     lat[route].append(time.perf_counter() - t0)
                 else:
                     lat["errors"].append(route)
-            try:
-                await asyncio.wait_for(done.wait(), timeout=interval)
-            except TimeoutError:
-                pass
+            await wait_or_done(done, interval)
 
 
 def cpu_seconds(pid: int | None = None) -> float:
@@ -87,6 +100,10 @@ def cpu_seconds(pid: int | None = None) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return float("nan")
+
+
+def n_requests(out: dict) -> int:
+    return sum(len(out["latency"][r]) for r in ROUTES)
 
 
 def trial_rate(client: httpx.Client, exp_id: str) -> float:
@@ -110,9 +127,20 @@ async def one_sweep(base: str, name: str, iterations: int, args: argparse.Namesp
         resp = await client.post("/experiments", json=tiny_spec(name, iterations))
         resp.raise_for_status()
         exp_id = resp.json()["id"]
+        # spread evenly over one interval, like browser tabs opened at different times
         tasks = [
-            asyncio.create_task(poller(base, exp_id, done, args.interval, args.max_rounds, lat))
-            for _ in range(args.pollers)
+            asyncio.create_task(
+                poller(
+                    base,
+                    exp_id,
+                    done,
+                    args.interval,
+                    args.max_rounds,
+                    lat,
+                    phase=k * args.interval / max(args.pollers, 1),
+                )
+            )
+            for k in range(args.pollers)
         ]
         deadline = t0 + args.timeout
         view: dict = {}
@@ -158,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         rates: dict[str, list[float]] = {"quiet": [], "loaded": []}
         trial_rates: dict[str, list[float]] = {"quiet": [], "loaded": []}
+        cpu_per_req: list[tuple[float, float, int]] = []
         lat: dict[str, list] = {"experiment": [], "trials": [], "errors": []}
         for i, arm in enumerate(order):
             run_args = argparse.Namespace(**{**vars(args), "pollers": 0})
@@ -166,12 +195,14 @@ def main(argv: list[str] | None = None) -> int:
             cpu0, srv0 = cpu_seconds(), cpu_seconds(server.proc.pid)
             out = asyncio.run(one_sweep(base, f"bench-polling-{i}", args.iterations, run_args))
             cpu_here, cpu_srv = cpu_seconds() - cpu0, cpu_seconds(server.proc.pid) - srv0
+            if arm == "loaded":
+                cpu_per_req.append((cpu_srv, cpu_here, n_requests(out)))
             if out["status"] != "SUCCEEDED":
                 print(f"sweep {out['id']} {out['status']}: {out['error']}")
             if out["status"] == "SUCCEEDED":  # a failed sweep's rate would mean nothing
                 rates[arm].append(out["throughput"])
                 trial_rates[arm].append(out["trial_rate"])
-            n_req = sum(len(out["latency"][r]) for r in ROUTES)
+            n_req = n_requests(out)
             for key in lat:
                 lat[key] += out["latency"][key]
             rows.append(
@@ -235,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(table(["route", "requests", "p50 ms", "p95 ms", "p99 ms", "max ms"], lat_rows))
         print(f"failed requests: {len(lat['errors'])}")
+        reqs = sum(n for _, _, n in cpu_per_req)
+        if reqs:
+            api_ms = 1000 * sum(c for c, _, _ in cpu_per_req) / reqs
+            client_ms = 1000 * sum(c for _, c, _ in cpu_per_req) / reqs
+            print(f"CPU per request: API {api_ms:.2f} ms, pollers' client {client_ms:.2f} ms")
         print("(means below count SUCCEEDED sweeps only)")
         print()
         print(
