@@ -90,6 +90,8 @@ class Launcher:
         ]
         if num_cpus is not None:
             cmd.append(f"--num-cpus={num_cpus}")
+        if self.settings.embedded_nice:
+            cmd = ["nice", "-n", str(self.settings.embedded_nice), *cmd]
         log = open(self.settings.data_path / "ray-head.log", "ab")  # noqa: SIM115 - child owns it
         env = {**os.environ, "RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}
         self._head = subprocess.Popen(

@@ -66,6 +66,16 @@ class Settings(BaseSettings):
         description="Comma-separated module prefixes whose 'module:Name' envs the service "
         "accepts (e.g. 'mypkg.envs'); empty: gymnasium ids only. `tuner run` allows any.",
     )
+    view_cache_s: float = Field(
+        0.5, ge=0, description="How long a polled sweep / trials view is served from memory."
+    )
+    embedded_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="CPU niceness of the embedded Ray head and its trials, so "
+        "the API stays responsive while training takes every core (0: same priority).",
+    )
     host: str = Field("127.0.0.1", description="Address `tuner serve` binds.")
     port: int = Field(8000, description="Port `tuner serve` binds.")
 

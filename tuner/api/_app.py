@@ -20,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 import tuner
 from tuner import _checks
-from tuner.api._routes import public, router
+from tuner.api._routes import ViewCache, public, router
 from tuner.launcher import Launcher
 from tuner.service import Supervisor
 from tuner.settings import Settings
@@ -193,6 +193,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked in MLflow.",
     )
     app.state.settings = settings or Settings()
+    app.state.view_cache = ViewCache(app.state.settings.view_cache_s)
     app.include_router(public)
     app.include_router(router)
     app.openapi = _openapi(app)

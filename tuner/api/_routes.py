@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import yaml
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 import tuner
@@ -70,6 +73,32 @@ def _get(store: Store, experiment_id: str) -> ExperimentRecord:
     if rec is None:
         raise HTTPException(404, detail=f"no sweep {experiment_id!r}")
     return rec
+
+
+class ViewCache:
+    """The rendered JSON of polled views, kept `ttl_s` seconds: fifty pages polling one
+    sweep cost one query and one serialization, not fifty. The API's own writes (stop,
+    resume, delete) drop a sweep's entries at once."""
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._items: dict[str, tuple[float, bytes]] = {}
+
+    async def get(self, key: str, render: Callable[[], BaseModel]) -> Response:
+        """The cached body for `key`, or render() (in a worker thread) and cache it."""
+        now = time.monotonic()
+        hit = self._items.get(key)
+        if hit is None or hit[0] <= now:
+            body = (await run_in_threadpool(render)).model_dump_json().encode()
+            if len(self._items) > 2000:
+                self._items = {k: v for k, v in self._items.items() if v[0] > now}
+            hit = self._items[key] = (now + self.ttl_s, body)
+        return Response(hit[1], media_type="application/json")
+
+    def invalidate(self, experiment_id: str) -> None:
+        """Forgets every cached view of one sweep."""
+        for key in [k for k in self._items if k.startswith(f"{experiment_id}/")]:
+            self._items.pop(key, None)
 
 
 def _conflict(err: service.Conflict) -> HTTPException:
@@ -158,9 +187,11 @@ def list_experiments(
     responses=NOT_FOUND,
     tags=["experiments"],
 )
-def get_experiment(experiment_id: str, store: StoreDep) -> ExperimentView:
+async def get_experiment(experiment_id: str, request: Request, store: StoreDep) -> Response:
     """Spec, status, trial counts, best trial (config, metric, checkpoint), MLflow links."""
-    return experiment_view(store, _get(store, experiment_id))
+    return await request.app.state.view_cache.get(
+        f"{experiment_id}/view", lambda: experiment_view(store, _get(store, experiment_id))
+    )
 
 
 @router.get(
@@ -169,15 +200,23 @@ def get_experiment(experiment_id: str, store: StoreDep) -> ExperimentView:
     responses=NOT_FOUND,
     tags=["experiments"],
 )
-def list_trials(experiment_id: str, store: StoreDep, settings: SettingsDep) -> TrialList:
+async def list_trials(
+    experiment_id: str, request: Request, store: StoreDep, settings: SettingsDep
+) -> Response:
     """Every trial: status, sampled values, progress, metric, error, node, MLflow run."""
-    rec = _get(store, experiment_id)
-    mlflow_exp = (rec.mlflow or {}).get("experiment_id")
-    items = [
-        TrialOut(**t.model_dump(), mlflow_url=_mlflow_url(settings, mlflow_exp, t.mlflow_run_id))
-        for t in store.list_trials(experiment_id)
-    ]
-    return TrialList(items=items)
+
+    def render() -> TrialList:
+        rec = _get(store, experiment_id)
+        mlflow_exp = (rec.mlflow or {}).get("experiment_id")
+        items = [
+            TrialOut(
+                **t.model_dump(), mlflow_url=_mlflow_url(settings, mlflow_exp, t.mlflow_run_id)
+            )
+            for t in store.list_trials(experiment_id)
+        ]
+        return TrialList(items=items)
+
+    return await request.app.state.view_cache.get(f"{experiment_id}/trials", render)
 
 
 @router.get(
@@ -233,6 +272,7 @@ def stop_experiment(experiment_id: str, request: Request, store: StoreDep) -> Ex
         rec = service.request_stop(store, experiment_id)
     except service.Conflict as err:
         raise _conflict(err) from None
+    request.app.state.view_cache.invalidate(experiment_id)
     request.app.state.wake()
     return experiment_view(store, rec)
 
@@ -251,6 +291,7 @@ def resume_experiment(experiment_id: str, request: Request, store: StoreDep) -> 
         rec = service.resume(store, experiment_id)
     except service.Conflict as err:
         raise _conflict(err) from None
+    request.app.state.view_cache.invalidate(experiment_id)
     request.app.state.wake()
     return experiment_view(store, rec)
 
@@ -261,13 +302,14 @@ def resume_experiment(experiment_id: str, request: Request, store: StoreDep) -> 
     responses={**NOT_FOUND, 409: {"model": Problem}},
     tags=["experiments"],
 )
-def delete_experiment(experiment_id: str, store: StoreDep) -> Response:
+def delete_experiment(experiment_id: str, request: Request, store: StoreDep) -> Response:
     """Removes a finished sweep from the service (409 while it runs). MLflow keeps its runs."""
     _get(store, experiment_id)
     try:
         service.delete(store, experiment_id)
     except service.Conflict as err:
         raise _conflict(err) from None
+    request.app.state.view_cache.invalidate(experiment_id)
     return Response(status_code=204)
 
 
