@@ -58,7 +58,7 @@ async def wait_or_done(done: asyncio.Event, seconds: float) -> None:
 
 
 async def poller(
-    base: str,
+    client: httpx.AsyncClient,
     exp_id: str,
     done: asyncio.Event,
     interval: float,
@@ -70,23 +70,22 @@ async def poller(
     latencies (s) into lat."""
     paths = {"experiment": f"/experiments/{exp_id}", "trials": f"/experiments/{exp_id}/trials"}
     await wait_or_done(done, phase)
-    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
-        for _ in range(max_rounds):
-            if done.is_set():
-                return
-            for route in ROUTES:
-                t0 = time.perf_counter()
-                try:
-                    resp = await client.get(paths[route])
-                    await resp.aread()
-                    ok = resp.status_code == 200
-                except httpx.HTTPError:
-                    ok = False
-                if ok:
-                    lat[route].append(time.perf_counter() - t0)
-                else:
-                    lat["errors"].append(route)
-            await wait_or_done(done, interval)
+    for _ in range(max_rounds):
+        if done.is_set():
+            return
+        for route in ROUTES:
+            t0 = time.perf_counter()
+            try:
+                resp = await client.get(paths[route])
+                await resp.aread()
+                ok = resp.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            if ok:
+                lat[route].append(time.perf_counter() - t0)
+            else:
+                lat["errors"].append(route)
+        await wait_or_done(done, interval)
 
 
 def cpu_seconds(pid: int | None = None) -> float:
@@ -122,7 +121,10 @@ async def one_sweep(base: str, name: str, iterations: int, args: argparse.Namesp
     """Runs one sweep through the service, with args.pollers pollers (0: none)."""
     lat: dict[str, list] = {"experiment": [], "trials": [], "errors": []}
     done = asyncio.Event()
-    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+    # One client with a connection per poller: a client per poller would spend its own
+    # set-up CPU (an SSL context each) in the event loop that times everyone else.
+    limits = httpx.Limits(max_connections=args.pollers + 1, max_keepalive_connections=None)
+    async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as client:
         t0 = time.perf_counter()
         resp = await client.post("/experiments", json=tiny_spec(name, iterations))
         resp.raise_for_status()
@@ -131,7 +133,7 @@ async def one_sweep(base: str, name: str, iterations: int, args: argparse.Namesp
         tasks = [
             asyncio.create_task(
                 poller(
-                    base,
+                    client,
                     exp_id,
                     done,
                     args.interval,
