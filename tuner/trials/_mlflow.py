@@ -148,10 +148,12 @@ class MLflowTracker(Callback):
         self.last_logged: dict[str, int] = {}
         self.tagged_nodes: set[str] = set()
         self._client: MlflowClient | None = None
+        self._writer: _BackgroundWriter | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_client"] = None
+        state["_writer"] = None
         return state
 
     @property
@@ -278,7 +280,9 @@ class MLflowTracker(Callback):
         step = int(result.get("num_env_steps_sampled_lifetime") or it)
         now = int(time.time() * 1000)
         metrics = result_metrics(result, (self.metric,))
-        self._log(run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()])
+        batch = [Metric(k, v, now, step) for k, v in metrics.items()]
+        # Off Tune's loop: the next iteration is scheduled only after this callback returns.
+        self.writer.submit(lambda: self._log(run_id, metrics=batch))
         if trial.trial_id not in self.tagged_nodes:
             info_ = result.get("tuner") or {}
             tags = {
@@ -289,12 +293,26 @@ class MLflowTracker(Callback):
             self._log(run_id, tags={k: str(v) for k, v in tags.items() if v})
             self.tagged_nodes.add(trial.trial_id)
 
+    @property
+    def writer(self) -> _BackgroundWriter:
+        """The thread that logs per-iteration metrics (made lazily, never pickled)."""
+        if self._writer is None:
+            self._writer = _BackgroundWriter()
+        return self._writer
+
+    def flush(self) -> None:
+        """Waits until every queued metric batch is in MLflow."""
+        if self._writer is not None:
+            self._writer.flush()
+
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.flush()
         run_id = self._child_run(trial)
         self._log_checkpoints(run_id, trial)
         self.client.set_terminated(run_id, status="FINISHED")
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.flush()
         run_id = self._child_run(trial)
         text = "unknown error"
         if trial.error_file and Path(trial.error_file).exists():
@@ -308,6 +326,7 @@ class MLflowTracker(Callback):
         self.client.set_terminated(run_id, status="FAILED")
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self.flush()
         # Trials an interrupt left unfinished: their runs end KILLED (a resume reopens them).
         for trial in trials:
             if trial.status not in ("TERMINATED", "ERROR") and trial.trial_id in self.child_runs:
@@ -338,6 +357,7 @@ class MLflowTracker(Callback):
         """Logs the sweep's result on the parent run and registers the best checkpoint.
 
         Returns {experiment_id, parent_run_id, best_run_id, model_version}."""
+        self.flush()
         parent = self.start()
         for view in summary.trials:
             view.mlflow_run_id = self.child_runs.get(view.trial_id) or self._find_child(
@@ -430,12 +450,13 @@ class MLflowTracker(Callback):
         self.client.log_text(parent, buf.getvalue(), "trials.csv")
 
     def _log_learning_curves(self, parent: str, summary: SweepSummary) -> None:
-        import matplotlib
+        # The object API, not pyplot: no global figure state, no GUI backend, a light import.
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig = Figure(figsize=(8, 5))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
         for t in summary.trials:
             if not t.mlflow_run_id:
                 continue
@@ -452,7 +473,6 @@ class MLflowTracker(Callback):
             path = Path(tmp) / "learning_curves.png"
             fig.savefig(path, dpi=100)
             self.client.log_artifact(parent, str(path))
-        plt.close(fig)
 
     def _log(
         self,
@@ -471,6 +491,37 @@ class MLflowTracker(Callback):
         tlist = [RunTag(k, v) for k, v in (tags or {}).items()]
         for chunk in _chunks(tlist, MAX_TAGS):
             self.client.log_batch(run_id, tags=chunk)
+
+
+class _BackgroundWriter:
+    """One daemon thread running logging calls in order; `flush` waits for the queue."""
+
+    def __init__(self) -> None:
+        import queue
+        import threading
+
+        self._queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._run, name="mlflow-writer", daemon=True).start()
+
+    def _run(self) -> None:
+        import logging
+
+        while True:
+            job = self._queue.get()
+            try:
+                job()
+            except Exception:  # noqa: BLE001 - a lost batch must not end the sweep
+                logging.getLogger("tuner.mlflow").exception("MLflow logging failed")
+            finally:
+                self._queue.task_done()
+
+    def submit(self, job: Any) -> None:
+        """Queues a call."""
+        self._queue.put(job)
+
+    def flush(self) -> None:
+        """Returns once every queued call has run."""
+        self._queue.join()
 
 
 def _short(value: Any) -> str:
