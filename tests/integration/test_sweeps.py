@@ -5,10 +5,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from mlflow.tracking import MlflowClient
 
 from tests.conftest import tiny_spec
 from tuner.spec import SpecError
-from tuner.trials import run_sweep
+from tuner.trials import TrackingConfig, evaluate_checkpoint, run_sweep
 
 pytestmark = pytest.mark.integration
 
@@ -128,11 +129,27 @@ def test_stop_on_target_ends_the_whole_sweep(ray_local, tmp_path):
         search={"method": "random", "num_samples": 4, "space": {"lr": {"choice": [1e-4]}}},
         stop={"episode_return_mean": 5, "stop_on_target": True, "training_iteration": 3},
         max_concurrent_trials=1,
+        checkpoint={"at_end": True},
     )
-    summary = run(spec, tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    summary = run_sweep(
+        spec,
+        storage_path=tmp_path / "tune",
+        progress=False,
+        tracking=TrackingConfig(tracking_uri=uri, artifact_location=(tmp_path / "a").as_uri()),
+    )
     started = [t for t in summary.trials if t.iterations > 0]
     assert len(started) < 4
     assert started[0].iterations == 1 and started[0].metric == 5
+    # Tune calls no on_trial_complete for trials the sweep's end stops: their MLflow runs
+    # are still closed, with their checkpoints, and the best one evaluates.
+    client = MlflowClient(tracking_uri=uri)
+    run_ = client.get_run(started[0].mlflow_run_id)
+    assert run_.info.status == "FINISHED"
+    assert client.list_artifacts(run_.info.run_id, "checkpoints")
+    assert evaluate_checkpoint(
+        summary.mlflow.model_version, episodes=1, tracking_uri=uri
+    ).returns == [5.0]
 
 
 def test_trial_too_big_for_the_cluster_is_rejected_up_front(ray_local, tmp_path):

@@ -147,6 +147,7 @@ class MLflowTracker(Callback):
         self.child_runs: dict[str, str] = {}
         self.last_logged: dict[str, int] = {}
         self.tagged_nodes: set[str] = set()
+        self.finalized: set[str] = set()
         self._client: MlflowClient | None = None
         self._writer: _BackgroundWriter | None = None
 
@@ -310,6 +311,7 @@ class MLflowTracker(Callback):
         run_id = self._child_run(trial)
         self._log_checkpoints(run_id, trial)
         self.client.set_terminated(run_id, status="FINISHED")
+        self.finalized.add(trial.trial_id)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.flush()
@@ -324,12 +326,18 @@ class MLflowTracker(Callback):
         )
         self._log_checkpoints(run_id, trial)
         self.client.set_terminated(run_id, status="FAILED")
+        self.finalized.add(trial.trial_id)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         self.flush()
-        # Trials an interrupt left unfinished: their runs end KILLED (a resume reopens them).
         for trial in trials:
-            if trial.status not in ("TERMINATED", "ERROR") and trial.trial_id in self.child_runs:
+            if trial.trial_id not in self.child_runs or trial.trial_id in self.finalized:
+                continue
+            if trial.status == "TERMINATED":  # ended by the sweep (stop_on_target, budget):
+                self.on_trial_complete(0, trials, trial)  # Tune calls no on_trial_complete
+            elif trial.status == "ERROR":
+                self.on_trial_error(0, trials, trial)
+            else:  # an interrupt left it unfinished: KILLED until a resume reopens it
                 self.client.set_terminated(self.child_runs[trial.trial_id], status="KILLED")
 
     def _log_checkpoints(self, run_id: str, trial: Any) -> None:

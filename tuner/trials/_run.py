@@ -75,6 +75,24 @@ def latest_run(storage_path: str, spec_name: str) -> str | None:
     return str(runs[-1]) if runs else None
 
 
+def _newest_checkpoint_dir(result: Any) -> str | None:
+    """A checkpoint on disk that Tune's result does not list: a trial the sweep's end
+    (stop_on_target, time budget) stopped saves its last checkpoint after Tune stops
+    recording results."""
+    import pyarrow.fs as pafs
+
+    fs = result.filesystem
+    if fs is None or not result.path:
+        return None
+    infos = fs.get_file_info(pafs.FileSelector(result.path, allow_not_found=True))
+    dirs = sorted(
+        i.path
+        for i in infos
+        if i.type == pafs.FileType.Directory and i.base_name.startswith("checkpoint_")
+    )
+    return dirs[-1] if dirs else None
+
+
 def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = ()) -> SweepSummary:
     """The SweepSummary of a finished (or stopped) Tune run."""
     keys = list(search_space(spec))
@@ -106,13 +124,12 @@ def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = 
             best_metric=best_metric,
             error=error,
         )
-        ckpt = None
         try:
             best_ckpt = result.get_best_checkpoint(spec.metric, spec.mode)
         except (RuntimeError, KeyError, ValueError):
             best_ckpt = None
         ckpt = best_ckpt or result.checkpoint
-        view.checkpoint = ckpt.path if ckpt is not None else None
+        view.checkpoint = ckpt.path if ckpt is not None else _newest_checkpoint_dir(result)
         trials.append(view)
         if best_metric is not None and (
             best is None or better(best_metric, best.metric_value, spec.mode)
