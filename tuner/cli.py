@@ -181,8 +181,6 @@ def serve(
     mlflow_port: Annotated[int, typer.Option(help="Port of the MLflow UI.")] = 5000,
 ) -> None:
     """Start the API and web page (and, with no TUNER_RAY_ADDRESS, a local Ray head)."""
-    import subprocess
-
     import uvicorn
 
     from tuner.api import create_app
@@ -194,29 +192,10 @@ def serve(
         err.print(f"refusing to bind {host}: set TUNER_API_TOKEN to serve beyond loopback")
         raise typer.Exit(2)
     settings.data_path.mkdir(parents=True, exist_ok=True)
-    ui = None
-    if mlflow_ui and not settings.mlflow_tracking_uri:
-        ui = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("mlflow")),
-                "server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(mlflow_port),
-                "--backend-store-uri",
-                settings.tracking_uri,
-                "--default-artifact-root",
-                settings.artifact_root,
-            ],
-            start_new_session=True,
-        )
-    try:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
-    finally:
-        if ui is not None:
-            ui.terminate()
-            ui.wait(timeout=30)
+    # The app starts the MLflow UI in its lifespan and stops it there: uvicorn re-raises
+    # SIGTERM after shutdown, so code after uvicorn.run would never run.
+    app_ = create_app(settings, mlflow_ui_port=mlflow_port if mlflow_ui else None)
+    uvicorn.run(app_, host=host, port=port, log_level="info")
 
 
 def _client(url: str | None) -> httpx.Client:

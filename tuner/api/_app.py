@@ -6,6 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -174,9 +178,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.wake = lambda: loop.call_soon_threadsafe(app.state.wake_event.set)
     app.state.supervisor = Supervisor(app.state.store, launcher, settings)
     task = asyncio.create_task(_supervise(app))
+    port = app.state.mlflow_ui_port
+    ui = start_mlflow_ui(settings, port) if port else None
     try:
         yield
     finally:
+        if ui is not None:
+            await asyncio.to_thread(stop_process_group, ui)
         task.cancel()
         app.state.validator.close()
         if launcher.started_head:
@@ -184,7 +192,40 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.store.close()
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def start_mlflow_ui(settings: Settings, port: int) -> subprocess.Popen | None:
+    """`mlflow server` over the embedded store, in its own process group."""
+    if settings.mlflow_tracking_uri:
+        return None  # a tracking server is configured: its own UI serves
+    return subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("mlflow")),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            settings.tracking_uri,
+            "--default-artifact-root",
+            settings.artifact_root,
+        ],
+        start_new_session=True,
+    )
+
+
+def stop_process_group(proc: subprocess.Popen, timeout_s: float = 20) -> None:
+    """SIGTERM a process group we started, SIGKILL it if it lingers."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = None) -> FastAPI:
     """The tuner API: REST under /api/v1, the web page at /, OpenAPI at /openapi.json."""
     app = FastAPI(
         title="tuner",
@@ -193,6 +234,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked in MLflow.",
     )
     app.state.settings = settings or Settings()
+    app.state.mlflow_ui_port = mlflow_ui_port
     app.state.view_cache = ViewCache(app.state.settings.view_cache_s)
     app.include_router(public)
     app.include_router(router)
