@@ -27,8 +27,9 @@ def free_port() -> int:
 class Server:
     """`tuner serve` in its own process group, on a data dir of its own."""
 
-    def __init__(self, data_dir: Path, **env: str) -> None:
+    def __init__(self, data_dir: Path, *args: str, **env: str) -> None:
         self.data_dir = data_dir
+        self.args = list(args)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
@@ -44,7 +45,7 @@ class Server:
     def start(self, timeout: float = 120) -> Server:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tuner.cli", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "tuner.cli", "serve", "--port", str(self.port), *self.args],
             cwd=ROOT,
             env=self.env,
             stdout=self.log.open("ab"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -105,3 +106,28 @@ def test_queue_runs_sweeps_in_submission_order_up_to_the_limit(tmp_path):
     finally:
         server.stop()
         server.stop_head()
+
+
+def test_serve_with_mlflow_ui_starts_and_stops_it(tmp_path):
+    import httpx
+
+    from tests.e2e.conftest import free_port
+
+    ui_port = free_port()
+    server = Server(tmp_path / "data", "--mlflow-ui", "--mlflow-port", str(ui_port)).start()
+    ui = f"http://127.0.0.1:{ui_port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                if httpx.get(f"{ui}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.time() < deadline, "the MLflow UI did not come up"
+            time.sleep(0.5)
+    finally:
+        server.stop()  # SIGTERM, as make run's Ctrl-C
+        server.stop_head()
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{ui}/health", timeout=2)  # stopped with the server
