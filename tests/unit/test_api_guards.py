@@ -65,3 +65,8 @@ def test_cross_site_requests_refused(tmp_path):
     client = TestClient(create_app(Settings(data_dir=tmp_path)))
     r = client.post("/api/v1/experiments/x/stop", headers={"Origin": "http://evil.example"})
     assert r.status_code == 403 and "evil.example" in r.json()["detail"]
+
+
+def test_no_cdn_backed_docs_pages(client):
+    assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
+    assert "ExperimentSpec" in client.get("/openapi.json").json()["components"]["schemas"]

@@ -232,6 +232,10 @@ def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = No
         version=tuner.__version__,
         lifespan=_lifespan,
         description="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked in MLflow.",
+        # FastAPI's /docs and /redoc pages load their JS from a CDN; machines here are
+        # offline, so only the schema itself is served (/openapi.json).
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings or Settings()
     app.state.mlflow_ui_port = mlflow_ui_port
