@@ -117,38 +117,22 @@ def test_host_process_tracking_uri_untouched(tracked_sweep):
 
 
 def test_mlflow_ui_server_lists_the_sweep_with_nested_children(tracked_sweep, tmp_path):
-    import os
-    import signal
     import socket
-    import subprocess
-    import sys
     import time
     from pathlib import Path
 
     import httpx
 
+    from tuner.api._app import start_mlflow_ui, stop_process_group
+    from tuner.settings import Settings
+
     summary, _, uri = tracked_sweep
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mlflow_bin = str(Path(sys.executable).with_name("mlflow"))
-    server = subprocess.Popen(
-        [
-            mlflow_bin,
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            uri,
-            "--workers",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    # The same function `tuner serve --mlflow-ui` (make run) uses, over the sweep's store.
+    data_dir = Path(uri.removeprefix("sqlite:///")).parent
+    server = start_mlflow_ui(Settings(data_dir=data_dir), port)
     base = f"http://127.0.0.1:{port}/api/2.0/mlflow"
     try:
         deadline = time.time() + 90
@@ -176,5 +160,4 @@ def test_mlflow_ui_server_lists_the_sweep_with_nested_children(tracked_sweep, tm
         page = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
         assert page.status_code == 200  # the UI itself is served
     finally:
-        os.killpg(server.pid, signal.SIGTERM)  # the server this test started
-        server.wait(timeout=30)
+        stop_process_group(server)  # the server this test started
