@@ -101,6 +101,24 @@ class ViewCache:
             self._items.pop(key, None)
 
 
+def _change(
+    request: Request,
+    store: Store,
+    experiment_id: str,
+    action: Callable[[Store, str], ExperimentRecord],
+) -> ExperimentView:
+    """Applies a status change (404 if unknown, 409 if not allowed now), drops the sweep's
+    cached views and wakes the supervisor."""
+    _get(store, experiment_id)
+    try:
+        rec = action(store, experiment_id)
+    except service.Conflict as err:
+        raise _conflict(err) from None
+    request.app.state.view_cache.invalidate(experiment_id)
+    request.app.state.wake()
+    return experiment_view(store, rec)
+
+
 def _conflict(err: service.Conflict) -> HTTPException:
     return HTTPException(409, detail=str(err))
 
@@ -265,16 +283,10 @@ def metric_series(
     tags=["experiments"],
 )
 def stop_experiment(experiment_id: str, request: Request, store: StoreDep) -> ExperimentView:
-    """Stops a sweep: trials checkpoint and end (STOPPING, then STOPPED); a job that does
-    not end within TUNER_STOP_TIMEOUT_S is stopped through Ray."""
-    _get(store, experiment_id)
-    try:
-        rec = service.request_stop(store, experiment_id)
-    except service.Conflict as err:
-        raise _conflict(err) from None
-    request.app.state.view_cache.invalidate(experiment_id)
-    request.app.state.wake()
-    return experiment_view(store, rec)
+    """Stops a sweep (STOPPING, then STOPPED): Tune saves its state and the trials end,
+    resumable from their last checkpoint; a job that does not end within
+    TUNER_STOP_TIMEOUT_S is stopped through Ray."""
+    return _change(request, store, experiment_id, service.request_stop)
 
 
 @router.post(
@@ -286,14 +298,7 @@ def stop_experiment(experiment_id: str, request: Request, store: StoreDep) -> Ex
 )
 def resume_experiment(experiment_id: str, request: Request, store: StoreDep) -> ExperimentView:
     """Continues a STOPPED or FAILED sweep from Tune's state (same MLflow parent run)."""
-    _get(store, experiment_id)
-    try:
-        rec = service.resume(store, experiment_id)
-    except service.Conflict as err:
-        raise _conflict(err) from None
-    request.app.state.view_cache.invalidate(experiment_id)
-    request.app.state.wake()
-    return experiment_view(store, rec)
+    return _change(request, store, experiment_id, service.resume)
 
 
 @router.delete(
