@@ -23,10 +23,18 @@ def parse_body(raw: bytes, yaml_body: bool) -> Any:
     return yaml.safe_load(text)
 
 
-def check_body(raw: bytes, yaml_body: bool, allowed_env_modules: list[str]) -> dict[str, Any]:
-    """{"spec": validated spec JSON, "warnings": [...]} or {"issues": [{loc, msg, value}]}."""
+def check_body(
+    raw: bytes,
+    yaml_body: bool,
+    allowed_env_modules: list[str],
+    nodes: list[dict[str, float]] | None = None,
+) -> dict[str, Any]:
+    """{"spec": validated spec JSON, "warnings": [...]} or {"issues": [{loc, msg, value}]}.
+
+    With `nodes` (each alive node's total resources), a spec whose one trial can never
+    be placed on them is refused too."""
     from tuner.spec import SpecError, parse_spec
-    from tuner.trials import validate_spec
+    from tuner.trials import check_fits, validate_spec
 
     kind = "YAML" if yaml_body else "JSON"
     try:
@@ -36,6 +44,8 @@ def check_body(raw: bytes, yaml_body: bool, allowed_env_modules: list[str]) -> d
     try:
         spec = parse_spec(data)
         warnings = validate_spec(spec, allowed_env_modules=allowed_env_modules)
+        if nodes:
+            check_fits(spec, nodes)
     except SpecError as err:
         return {"issues": [i.model_dump(mode="json") for i in err.issues]}
     except Exception as err:  # noqa: BLE001 - any other failure is still the spec's problem

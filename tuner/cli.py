@@ -81,6 +81,7 @@ def run(
             resume=resume,
             progress_to_stderr=output == "json",
             tracking=tracking_config(settings),
+            check_fit=settings.cluster_fit_check,
         )
     except SpecError as e:
         _print_issues(e, file)

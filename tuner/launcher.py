@@ -10,6 +10,7 @@ second one. Only a head this process started is stopped on shutdown.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ import httpx
 
 from tuner.settings import Settings
 
+log = logging.getLogger("tuner.launcher")
 JOB_TERMINAL = {"STOPPED", "SUCCEEDED", "FAILED"}
 
 
@@ -52,6 +54,19 @@ def _dashboard_up(url: str) -> bool:
         return False
 
 
+def _job_client(address: str, timeout_s: float) -> Any:
+    """A Ray JobSubmissionClient whose every request has a deadline: a hung dashboard
+    makes a call fail (and the supervisor retry) instead of stalling its thread."""
+    from ray.job_submission import JobSubmissionClient
+
+    class _Client(JobSubmissionClient):
+        def _do_request(self, method: str, endpoint: str, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", timeout_s)
+            return super()._do_request(method, endpoint, **kwargs)
+
+    return _Client(address)
+
+
 class Launcher:
     """Submits each sweep's driver as a Ray Job and follows it."""
 
@@ -61,6 +76,7 @@ class Launcher:
         self.head_file = settings.data_path / "ray-head.json"
         self._head: subprocess.Popen | None = None
         self._client: Any = None
+        self._nodes: tuple[float, list[dict[str, float]] | None] = (0.0, None)
         os.environ.setdefault("RAY_AUTH_MODE", "token")
 
     # -- the cluster ----------------------------------------------------------------
@@ -154,14 +170,39 @@ class Launcher:
 
     def client(self, address: str | None = None) -> Any:
         """A Ray JobSubmissionClient for the cluster (imported lazily: routes never
-        import ray)."""
-        from ray.job_submission import JobSubmissionClient
-
+        import ray), with `ray_request_timeout_s` on every request."""
+        timeout_s = self.settings.ray_request_timeout_s
         if address is not None:
-            return JobSubmissionClient(address)
+            return _job_client(address, timeout_s)
         if self._client is None:
-            self._client = JobSubmissionClient(self.start())
+            self._client = _job_client(self.start(), timeout_s)
         return self._client
+
+    def cluster_nodes(self, max_age_s: float = 10) -> list[dict[str, float]] | None:
+        """Total resources of each alive node ({"CPU": 16.0, "GPU": 1.0, ...}) from the
+        dashboard's state API; None when the cluster cannot say (not started, unreachable,
+        or no node registered yet). A list, or a failure, is reused for `max_age_s`."""
+        fetched_at, cached = self._nodes
+        if fetched_at and time.monotonic() - fetched_at < max_age_s:
+            return cached
+        nodes, failed = None, False
+        if self.address is not None:
+            try:
+                client = self._client or _job_client(
+                    self.address, self.settings.ray_request_timeout_s
+                )
+                rows = client._do_request("GET", "/api/v0/nodes?limit=10000").json()
+                nodes = [
+                    {k: float(v) for k, v in row["resources_total"].items()}
+                    for row in rows["data"]["result"]["result"]
+                    if row.get("state") == "ALIVE"
+                ] or None
+            except Exception:  # noqa: BLE001 - no answer: the driver checks before running
+                log.warning("could not read the cluster's nodes", exc_info=True)
+                failed = True
+        if nodes is not None or failed:  # an empty list: nodes still registering, ask again
+            self._nodes = (time.monotonic(), nodes)
+        return nodes
 
     def job_env(self) -> dict[str, str]:
         """The TUNER_* settings (and PYTHONPATH) a driver needs, resolved to absolute."""
@@ -172,6 +213,7 @@ class Launcher:
             "TUNER_MLFLOW_TRACKING_URI": s.tracking_uri,
             "TUNER_MLFLOW_UI_URL": s.mlflow_ui_url,
             "TUNER_DATABASE_URL": s.store_url,
+            "TUNER_CLUSTER_FIT_CHECK": str(s.cluster_fit_check).lower(),
             "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token"),
         }
         if not s.mlflow_tracking_uri:

@@ -51,6 +51,15 @@ class Settings(BaseSettings):
     max_attempts: int = Field(
         3, ge=1, description="Driver launches per sweep before a dead driver means FAILED."
     )
+    ray_request_timeout_s: float = Field(
+        30, gt=0, description="Deadline of each request to the Ray Jobs / state API."
+    )
+    cluster_fit_check: bool = Field(
+        True,
+        description="Reject a sweep whose one trial needs more CPUs / GPUs / custom "
+        "resources than the cluster's alive nodes have (422 at submit). Turn off for an "
+        "autoscaling cluster that adds nodes on demand.",
+    )
     poll_interval_s: float = Field(1.0, gt=0, description="Supervisor period (s).")
     max_body_bytes: int = Field(1_048_576, gt=0, description="Largest request body accepted.")
     embedded_num_cpus: int | None = Field(

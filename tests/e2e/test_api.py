@@ -100,6 +100,8 @@ def test_stop_then_resume_into_the_same_mlflow_run(server):
         ({"search": {"method": "random", "space": {"lr": {"grid": [1, 2]}}}}, "search", None),
         ({"name": "../../etc/passwd"}, "name", "../../etc/passwd"),
         ({"env": "os:system"}, "env", "os:system"),
+        # the embedded head has 2 CPUs: 1 learner + 4 env runners can never be placed
+        ({"resources": {"num_env_runners": 4}}, "resources", None),
     ],
 )
 def test_bad_specs_are_422_naming_field_and_value(server, patch, loc, value):
@@ -146,3 +148,18 @@ def test_malformed_and_oversized_bodies(server):
         assert c.get("/experiments/nope").status_code == 404
         assert c.get("/experiments", params={"status": "DONE"}).status_code == 422
         assert c.get("/experiments", params={"limit": 0}).status_code == 422
+
+
+def test_trial_bigger_than_the_cluster_is_422_at_submit(server):
+    """The API reads the cluster's nodes (Ray state API) and refuses a sweep that would
+    sit PENDING forever, with the numbers, before anything is stored."""
+    with server.client() as c:
+        before = c.get("/experiments").json()["total"]
+        spec = tiny("too-big", resources={"num_env_runners": 3, "num_cpus_per_env_runner": 2})
+        r = c.post("/experiments", json=spec)
+        assert r.status_code == 422, r.text
+        issue = r.json()["detail"][0]
+        assert issue["loc"] == "resources"
+        assert "CPU: 7" in issue["msg"] and "cluster has {CPU: 2}" in issue["msg"], issue
+        assert issue["value"]["num_env_runners"] == 3
+        assert c.get("/experiments").json()["total"] == before

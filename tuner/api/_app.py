@@ -57,10 +57,13 @@ class Validator:
         pool.submit(_checks.warm_up)
         return pool
 
-    async def check(self, raw: bytes, yaml_body: bool) -> dict[str, Any]:
-        """{"spec", "warnings"} or {"issues"}; never raises for a bad body."""
+    async def check(
+        self, raw: bytes, yaml_body: bool, nodes: list[dict[str, float]] | None = None
+    ) -> dict[str, Any]:
+        """{"spec", "warnings"} or {"issues"}; never raises for a bad body. With `nodes`,
+        a trial that fits none of them is an issue too."""
         try:
-            future = self._pool.submit(_checks.check_body, raw, yaml_body, self.allowed)
+            future = self._pool.submit(_checks.check_body, raw, yaml_body, self.allowed, nodes)
             return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
         except (TimeoutError, BrokenProcessPool) as err:
             self.restart()

@@ -171,9 +171,13 @@ _SPEC_BODY = {
 async def create_experiment(request: Request, store: StoreDep) -> ExperimentView:
     """Validates a spec (JSON or YAML body) and queues the sweep; returns at once.
 
-    422: `detail` lists each problem as {loc (field path), msg, value}."""
+    422: `detail` lists each problem as {loc (field path), msg, value}, including a
+    trial that needs more CPUs / GPUs than the cluster's nodes have."""
     yaml_body = _body_kind(request)
-    checked = await request.app.state.validator.check(await request.body(), yaml_body)
+    nodes = None
+    if request.app.state.settings.cluster_fit_check:
+        nodes = await run_in_threadpool(request.app.state.launcher.cluster_nodes)
+    checked = await request.app.state.validator.check(await request.body(), yaml_body, nodes)
     if "issues" in checked:
         raise HTTPException(422, detail=checked["issues"])
     rec = await run_in_threadpool(service.submit, store, checked["spec"], checked["warnings"])

@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             ray_address="auto",
             tracking=_tracking(settings, spec.name),
             stoppers=[StopRequested(settings.store_url, rec.id)],
+            check_fit=settings.cluster_fit_check,
         )
     except SpecError as err:
         store.update_experiment(rec.id, error=str(err))

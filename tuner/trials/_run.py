@@ -171,15 +171,18 @@ def run_sweep(
     ray_address: str | None = None,
     tracking: TrackingConfig | None = None,
     stoppers: Sequence[Stopper] = (),
+    check_fit: bool = True,
 ) -> SweepSummary:
     """Runs (or, with resume, continues) the spec's sweep and returns its summary.
 
     With `tracking`, every trial is a nested MLflow run under the sweep's run.
-    Raises SpecError before any trial starts when the spec cannot run here.
+    Raises SpecError before any trial starts when the spec cannot run here (with
+    `check_fit`, also when one trial needs more than the cluster's alive nodes have).
     """
     warnings = validate_spec(spec)
     ensure_ray(ray_address)
-    check_fits(spec, alive_nodes())
+    if check_fit:
+        check_fits(spec, alive_nodes())
     storage_path = str(storage_path)
     if "://" not in storage_path:
         storage_path = str(Path(storage_path).absolute())
