@@ -214,6 +214,7 @@ class Launcher:
             "TUNER_MLFLOW_UI_URL": s.mlflow_ui_url,
             "TUNER_DATABASE_URL": s.store_url,
             "TUNER_CLUSTER_FIT_CHECK": str(s.cluster_fit_check).lower(),
+            "TUNER_STOP_TIMEOUT_S": str(s.stop_timeout_s),
             "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token"),
         }
         if not s.mlflow_tracking_uri:

@@ -63,15 +63,21 @@ def test_sweep_end_to_end(server):
 
 
 def test_stop_then_resume_into_the_same_mlflow_run(server):
+    """A stop makes each running trial checkpoint first, even with `checkpoint.frequency`
+    0, so the resumed trials continue where they were instead of starting over."""
     spec = tiny("e2e-stop", iterations=8)
     spec["config"]["min_time_s_per_iteration"] = 1
-    spec["checkpoint"] = {"frequency": 1, "at_end": True, "num_to_keep": 2}
+    spec["checkpoint"] = {"frequency": 0, "at_end": True}
     with server.client() as c:
         exp_id = c.post("/experiments", json=spec).json()["id"]
 
         def progressed(view):
             items = c.get(f"/experiments/{exp_id}/trials").json()["items"]
-            return view["status"] == "RUNNING" and any(t["iterations"] >= 2 for t in items)
+            return (
+                view["status"] == "RUNNING"
+                and len(items) == 2
+                and all(t["iterations"] >= 2 for t in items)
+            )
 
         wait_for(c, exp_id, progressed)
         stopped = c.post(f"/experiments/{exp_id}/stop")
@@ -80,7 +86,9 @@ def test_stop_then_resume_into_the_same_mlflow_run(server):
         view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL, timeout=120)
         assert view["status"] == "STOPPED"
         trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
-        assert all(t["iterations"] < 8 for t in trials)
+        assert len(trials) == 2 and all(2 <= t["iterations"] < 8 for t in trials), trials
+        assert all(t["status"] == "PAUSED" for t in trials), trials
+        at_stop = {t["trial_id"]: t["iterations"] for t in trials}
         parent = view["mlflow"]["parent_run_id"]
         assert c.post(f"/experiments/{exp_id}/stop").status_code == 409
         assert c.post(f"/experiments/{exp_id}/resume").status_code == 202
@@ -89,6 +97,16 @@ def test_stop_then_resume_into_the_same_mlflow_run(server):
         assert view["mlflow"]["parent_run_id"] == parent
         trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
         assert len(trials) == 2 and all(t["iterations"] == 8 for t in trials)
+    # Tune's own record: after the resume each trial trained only the iterations it had
+    # left (restored from the stop's checkpoint, not from iteration 0)
+    results = list((server.data_dir / "ray_results" / exp_id).glob("*/result.json"))
+    assert len(results) == 2
+    for path in results:
+        last = json.loads(path.read_text().strip().splitlines()[-1])
+        assert last["training_iteration"] == 8
+        resumed_from = 8 - last["iterations_since_restore"]
+        assert resumed_from >= at_stop[last["trial_id"]] - 1, (resumed_from, at_stop)
+        assert resumed_from >= 2
 
 
 @pytest.mark.parametrize(

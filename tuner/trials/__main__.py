@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no experiment {args.experiment_id!r} in the store", file=sys.stderr)
         return 2
     from tuner.trials import run_sweep, search_space
-    from tuner.trials._store_callback import StopRequested, StoreRecorder
+    from tuner.trials._store_callback import GracefulStop, StopRequested, StoreRecorder
 
     try:
         spec = parse_spec(rec.spec)
@@ -57,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
             name=name,
             resume=args.resume,
             progress=False,
-            callbacks=[recorder],
+            # a stop gives running trials up to half the stop timeout to checkpoint,
+            # before the supervisor would end the job by force
+            callbacks=[
+                recorder,
+                GracefulStop(settings.store_url, rec.id, settings.stop_timeout_s / 2),
+            ],
             ray_address="auto",
             tracking=_tracking(settings, spec.name),
             stoppers=[StopRequested(settings.store_url, rec.id)],
@@ -76,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         store.upsert_trial(
             rec.id,
             trial.trial_id,
-            # an interrupted trial resumes from its last checkpoint
-            status="PAUSED" if stopped and trial.status in {"RUNNING", "PENDING"} else trial.status,
+            status=trial.status,  # PAUSED: interrupted, resumes from its last checkpoint
             config=trial.config,
             seed=trial.seed,
             iterations=trial.iterations,

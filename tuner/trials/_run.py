@@ -15,6 +15,7 @@ from ray.tune.stopper import Stopper
 
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import fixed_settings
+from tuner.trials._interrupt import InterruptWatch
 from tuner.trials._mlflow import MLflowTracker
 from tuner.trials._progress import RichProgress
 from tuner.trials._resources import alive_nodes, check_fits
@@ -93,8 +94,13 @@ def _newest_checkpoint_dir(result: Any) -> str | None:
     return dirs[-1] if dirs else None
 
 
-def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = ()) -> SweepSummary:
-    """The SweepSummary of a finished (or stopped) Tune run."""
+def summarise(
+    spec: ExperimentSpec,
+    result_grid: Any,
+    warnings: Sequence[str] = (),
+    interrupted: bool = False,
+) -> SweepSummary:
+    """The SweepSummary of a finished (or, `interrupted`, stopped) Tune run."""
     keys = list(search_space(spec))
     trials = []
     best: BestTrial | None = None
@@ -114,11 +120,17 @@ def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = 
         error = None
         if result.error is not None:
             error = f"{type(result.error).__name__}: {result.error}"[:4000]
+        # After an interrupt Tune reports every stopped trial TERMINATED; only a trial
+        # that really finished has `done` in its last result. The others resume.
+        status = "ERROR" if error else "TERMINATED"
+        if interrupted and not error and not metrics.get("done"):
+            status = "PAUSED"
+        config = result.config or (trial.config if trial else {})
         view = trial_view_from_result(
             trial_id,
-            "ERROR" if error else "TERMINATED",
+            status,
             metrics,
-            sampled=sampled_values(result.config or {}, keys),
+            sampled=sampled_values(config or {}, keys),
             metric=spec.metric,
             base_seed=spec.seed,
             best_metric=best_metric,
@@ -143,7 +155,7 @@ def summarise(spec: ExperimentSpec, result_grid: Any, warnings: Sequence[str] = 
                 checkpoint=view.checkpoint,
             )
     trials.sort(key=lambda t: t.trial_id)
-    if any(t.status in ("RUNNING", "PENDING", "PAUSED") for t in trials):
+    if interrupted or any(t.status in ("RUNNING", "PENDING", "PAUSED") for t in trials):
         status = "STOPPED"  # interrupted: `--resume` (or POST /resume) continues it
     else:
         status = "SUCCEEDED" if any(t.status == "TERMINATED" for t in trials) else "FAILED"
@@ -195,7 +207,8 @@ def run_sweep(
     if previous is not None:
         name = previous.rstrip("/").rsplit("/", 1)[-1]
     name = name or f"{spec.name}_{time.strftime('%Y%m%d-%H%M%S')}"
-    cbs: list[tune.Callback] = list(callbacks)
+    watch = InterruptWatch()
+    cbs: list[tune.Callback] = [watch, *callbacks]
     tracker = None
     if tracking is not None:
         tracker = MLflowTracker(
@@ -218,7 +231,7 @@ def run_sweep(
             spec, storage_path=storage_path, name=name, callbacks=cbs, stoppers=list(stoppers)
         )
     result_grid = tuner.fit()
-    summary = summarise(spec, result_grid, warnings)
+    summary = summarise(spec, result_grid, warnings, interrupted=watch.interrupted)
     if tracker is not None:
         out = tracker.finish(summary)
         summary.mlflow = MlflowLinks(
