@@ -94,3 +94,35 @@ def test_kill_and_resume(tmp_path):
         assert sorted(iters) == sorted(set(iters)) and max(iters) == 6  # no duplicates
         assert child.info.status == "FINISHED"
     assert Path(summary["path"]) == run_dir
+
+
+def test_ctrl_c_reports_a_stopped_sweep_with_paused_trials(tmp_path):
+    """Tune reports the trials an interrupt stopped as TERMINATED; `tuner run` must not:
+    they are PAUSED (resumable), the sweep STOPPED and the exit code non-zero."""
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(
+        yaml.safe_dump({**SPEC, "name": "ctrlc", "stop": {"training_iteration": 30}})
+    )
+    data = tmp_path / "data"
+    run_ = tuner_run(spec_path, data)
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline:
+            results = list((data / "ray_results").glob("ctrlc_*/TunerPPO_*/result.json"))
+            if len(results) == 2 and all(len(p.read_text().splitlines()) >= 2 for p in results):
+                break
+            assert run_.poll() is None, "the sweep ended before it could be interrupted"
+            time.sleep(0.5)
+        else:
+            pytest.fail("no progress within 240 s")
+        os.kill(run_.pid, signal.SIGINT)  # Ctrl-C, to the tuner process only
+        out, _ = run_.communicate(timeout=120)
+    finally:
+        if run_.poll() is None:
+            os.killpg(run_.pid, signal.SIGKILL)
+            run_.wait()
+    assert run_.returncode != 0
+    summary = json.loads(out)
+    assert summary["status"] == "STOPPED"
+    assert len(summary["trials"]) == 2
+    assert all(t["status"] == "PAUSED" and 2 <= t["iterations"] < 30 for t in summary["trials"])

@@ -140,6 +140,9 @@ def test_stop_on_target_ends_the_whole_sweep(ray_local, tmp_path):
     )
     started = [t for t in summary.trials if t.iterations > 0]
     assert len(started) < 4
+    # ended by its own rule, not interrupted: finished, nothing left to resume
+    assert summary.status == "SUCCEEDED"
+    assert all(t.status == "TERMINATED" for t in summary.trials), summary.trials
     assert started[0].iterations == 1 and started[0].metric == 5
     # Tune calls no on_trial_complete for trials the sweep's end stops: their MLflow runs
     # are still closed, with their checkpoints, and the best one evaluates.
