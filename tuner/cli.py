@@ -352,6 +352,28 @@ def stop(experiment_id: str, url: UrlOpt = None) -> None:
     typer.echo(f"{experiment_id}: {exp['status']}")
 
 
+@app.command()
+def resume(experiment_id: str, url: UrlOpt = None) -> None:
+    """Continue a STOPPED or FAILED sweep (same MLflow parent run, trials from their
+    checkpoints)."""
+    exp = _call("POST", url, f"/experiments/{experiment_id}/resume")
+    typer.echo(f"{experiment_id}: {exp['status']}")
+
+
+@app.command()
+def delete(
+    experiment_id: str,
+    purge: Annotated[
+        bool,
+        typer.Option("--purge", help="Also delete its Tune files (checkpoints) and MLflow runs."),
+    ] = False,
+    url: UrlOpt = None,
+) -> None:
+    """Remove a finished sweep from the service."""
+    _call("DELETE", url, f"/experiments/{experiment_id}", params={"purge": purge})
+    typer.echo(f"{experiment_id}: deleted" + (" and purged" if purge else ""))
+
+
 @app.command("schema")
 def schema() -> None:
     """Print the spec's JSON Schema."""

@@ -58,14 +58,22 @@ def resume(store: Store, experiment_id: str) -> ExperimentRecord:
     return store.get_experiment(experiment_id)
 
 
-def delete(store: Store, experiment_id: str) -> None:
-    """Removes a sweep that is not running (its MLflow runs and Tune files stay)."""
+def deletable(store: Store, experiment_id: str) -> ExperimentRecord:
+    """The record of a sweep that may be deleted (a QUEUED one is stopped first);
+    Conflict while it runs."""
     rec = store.get_experiment(experiment_id)
     if rec.status == "QUEUED":
         store.transition(experiment_id, "STOPPED", allowed_from={"QUEUED"})
         rec = store.get_experiment(experiment_id)
     if rec.status not in TERMINAL:
         raise Conflict(f"sweep {experiment_id} is {rec.status}; stop it before deleting")
+    return rec
+
+
+def delete(store: Store, experiment_id: str) -> None:
+    """Removes a sweep that is not running (its MLflow runs and Tune files stay unless
+    purged first, see tuner._purge)."""
+    deletable(store, experiment_id)
     store.delete_experiment(experiment_id)
 
 

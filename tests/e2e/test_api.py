@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -60,6 +62,45 @@ def test_sweep_end_to_end(server):
         assert exp_id in [e["id"] for e in listed["items"]] and listed["total"] >= 1
         assert c.delete(f"/experiments/{exp_id}").status_code == 204
         assert c.get(f"/experiments/{exp_id}").status_code == 404
+        # without ?purge the sweep's files and MLflow runs stay
+        assert (server.data_dir / "ray_results" / exp_id).is_dir()
+        assert mlflow.get_run(parent.info.run_id).info.lifecycle_stage == "active"
+
+
+def test_delete_with_purge_removes_tune_files_and_mlflow_runs(server):
+    spec = tiny(
+        "e2e-purge", iterations=1, search={"method": "grid", "space": {"lr": {"grid": [1e-3]}}}
+    )
+    with server.client() as c:
+        exp_id = c.post("/experiments", json=spec).json()["id"]
+        view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL)
+        assert view["status"] == "SUCCEEDED", view["error"]
+        run_dir = server.data_dir / "ray_results" / exp_id
+        assert list(run_dir.glob("TunerPPO_*/checkpoint_*"))
+        mlflow = MlflowClient(tracking_uri=f"sqlite:///{server.data_dir / 'mlflow.db'}")
+        parent = view["mlflow"]["parent_run_id"]
+        (trial,) = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+        model = view["mlflow"]["model_version"].removeprefix("models:/").rsplit("/", 1)[0]
+        assert mlflow.search_model_versions(f"name = '{model}'")
+
+        assert c.delete(f"/experiments/{exp_id}", params={"purge": "yes please"}).status_code == 422
+        assert c.get(f"/experiments/{exp_id}").status_code == 200  # nothing lost by a bad call
+        cli = [sys.executable, "-m", "tuner.cli"]
+        out = subprocess.run(
+            [*cli, "delete", exp_id, "--purge", "--url", server.url], capture_output=True, text=True
+        )
+        assert out.returncode == 0 and "purged" in out.stdout, out.stderr
+        assert c.get(f"/experiments/{exp_id}").status_code == 404
+        again = subprocess.run([*cli, "delete", exp_id, "--url", server.url], capture_output=True)
+        assert again.returncode == 2  # 404, reported, not a traceback
+        assert not run_dir.exists()
+        for run_id in (parent, trial["mlflow_run_id"]):
+            assert mlflow.get_run(run_id).info.lifecycle_stage == "deleted"
+        assert not [
+            v
+            for v in mlflow.search_model_versions(f"name = '{model}'")
+            if v.run_id == trial["mlflow_run_id"]
+        ]
 
 
 def test_stop_then_resume_into_the_same_mlflow_run(server):

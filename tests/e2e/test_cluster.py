@@ -74,17 +74,19 @@ def cluster(tmp_path_factory):
         [f"--address=127.0.0.1:{port}", "--num-cpus=1", '--resources={"worker_node": 1}'],
         tmp / "worker.log",
     )
-    import ray
+    from ray.job_submission import JobSubmissionClient
 
-    ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
-    try:
-        deadline = time.time() + 90
-        while len([n for n in ray.nodes() if n["Alive"]]) < 2:
-            assert time.time() < deadline, (tmp / "worker.log").read_text()[-2000:]
-            time.sleep(0.5)
-        nodes = {n["NodeID"]: n["Resources"] for n in ray.nodes() if n["Alive"]}
-    finally:
-        ray.shutdown()
+    # the dashboard's state API, not ray.init: this test process may hold another Ray
+    state = JobSubmissionClient(address)
+    deadline = time.time() + 90
+    while True:
+        rows = state._do_request("GET", "/api/v0/nodes?limit=100").json()["data"]["result"]
+        alive = [n for n in rows["result"] if n["state"] == "ALIVE"]
+        if len(alive) == 2:
+            break
+        assert time.time() < deadline, (tmp / "worker.log").read_text()[-2000:]
+        time.sleep(0.5)
+    nodes = {n["node_id"]: n["resources_total"] for n in alive}
     yield {"address": address, "nodes": nodes, "tmp": tmp}
     worker.stop()
     head.stop()
@@ -102,12 +104,27 @@ def test_sweep_spreads_over_both_nodes_as_a_ray_job_and_survives_api_restart(clu
     try:
         with first.client() as c:
             assert c.get("/healthz").json()["ray_address"] == cluster["address"]
+            # the API knows the cluster's nodes: two 1-CPU nodes hold a 2-bundle trial
+            # spread, never packed strictly onto one node
+            strict = {
+                **spec,
+                "resources": {"num_env_runners": 1, "placement_strategy": "STRICT_PACK"},
+            }
+            r = c.post("/experiments", json=strict)
+            assert r.status_code == 422, r.text
+            assert r.json()["detail"][0]["loc"] == "resources"
+            assert "STRICT_PACK" in r.json()["detail"][0]["msg"]
             exp_id = c.post("/experiments", json=spec).json()["id"]
             view = wait_for(c, exp_id, lambda v: v["status"] != "QUEUED" and v["job_id"])
             assert view["status"] == "RUNNING", view["error"]
+            # the job id is stored just before the submission: wait for the job itself
+            jobs = JobSubmissionClient(cluster["address"])
+            deadline = time.time() + 60
+            while view["job_id"] not in {j.submission_id for j in jobs.list_jobs()}:
+                assert time.time() < deadline, "the sweep never became a Ray Job"
+                time.sleep(0.5)
     finally:
         first.stop()  # a clean shutdown must leave a cluster it did not start alone
-    jobs = JobSubmissionClient(cluster["address"])
     job = jobs.get_job_info(view["job_id"])
     assert job.entrypoint.endswith(f"-m tuner.trials {exp_id}")
     assert job.status.value in {"PENDING", "RUNNING", "SUCCEEDED"}

@@ -43,8 +43,9 @@ def plotly_js() -> Path:
 
 
 class Validator:
-    """Parses and validates request bodies in one spawned worker process (RLlib loaded
-    there, never here), with a deadline; a worker that hangs or dies is replaced."""
+    """Parses and validates request bodies (and purges sweeps) in one spawned worker
+    process (RLlib and MLflow loaded there, never here), with a deadline; a worker that
+    hangs or dies is replaced."""
 
     def __init__(self, allowed_env_modules: list[str], timeout_s: float = 120) -> None:
         self.allowed = allowed_env_modules
@@ -77,6 +78,16 @@ class Validator:
                     }
                 ]
             }
+
+    async def run(self, fn: Callable[..., Any], *args: Any, timeout_s: float = 300) -> Any:
+        """Any other work that needs RLlib / MLflow, in the same worker; raises
+        TimeoutError (the worker is replaced) or what `fn` raised."""
+        try:
+            future = self._pool.submit(fn, *args)
+            return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
+        except (TimeoutError, BrokenProcessPool):
+            self.restart()
+            raise TimeoutError(f"{fn.__name__} did not finish in the worker") from None
 
     def restart(self) -> None:
         """Kills the worker (its own process) and starts a fresh one."""

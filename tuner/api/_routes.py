@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 import tuner
-from tuner import service
+from tuner import _purge, service
 from tuner.api._deps import SettingsDep, StoreDep, require_token
 from tuner.api._models import (
     AlgorithmInfo,
@@ -311,13 +311,44 @@ def resume_experiment(experiment_id: str, request: Request, store: StoreDep) -> 
     responses={**NOT_FOUND, 409: {"model": Problem}},
     tags=["experiments"],
 )
-def delete_experiment(experiment_id: str, request: Request, store: StoreDep) -> Response:
-    """Removes a finished sweep from the service (409 while it runs). MLflow keeps its runs."""
-    _get(store, experiment_id)
+async def delete_experiment(
+    experiment_id: str,
+    request: Request,
+    store: StoreDep,
+    purge: Annotated[
+        bool,
+        Query(
+            description="Also delete the sweep's Tune directory (trial results and "
+            "checkpoints) and its MLflow runs and registered model versions."
+        ),
+    ] = False,
+) -> Response:
+    """Removes a finished sweep from the service (409 while it runs). Without `purge`,
+    its Tune files and MLflow runs stay; with it they go too (502 if that fails, and
+    the sweep is kept so the purge can be retried)."""
+    await run_in_threadpool(_get, store, experiment_id)
     try:
-        service.delete(store, experiment_id)
+        rec = await run_in_threadpool(service.deletable, store, experiment_id)
     except service.Conflict as err:
         raise _conflict(err) from None
+    if purge:
+        settings = request.app.state.settings
+        try:
+            out = await request.app.state.validator.run(
+                _purge.purge,
+                rec.tune_path,
+                settings.tune_storage,
+                settings.tracking_uri,
+                rec.mlflow,
+                rec.id,
+            )
+        except TimeoutError as err:
+            out = {"error": str(err)}
+        if "error" in out:
+            raise HTTPException(
+                502, detail=[{"loc": "purge", "msg": out["error"], "value": experiment_id}]
+            )
+    await run_in_threadpool(store.delete_experiment, experiment_id)
     request.app.state.view_cache.invalidate(experiment_id)
     return Response(status_code=204)
 
