@@ -247,7 +247,8 @@ async function refreshList(route, gen) {
 function countsText(counts) {
   const c = counts || {};
   const total = Object.values(c).reduce((a, b) => a + (Number(b) || 0), 0);
-  return `${c.TERMINATED || 0}/${total} done, ${c.RUNNING || 0} running, ${c.ERROR || 0} errored`;
+  const paused = c.PAUSED ? `, ${c.PAUSED} paused` : '';
+  return `${c.TERMINATED || 0}/${total} done, ${c.RUNNING || 0} running${paused}, ${c.ERROR || 0} errored`;
 }
 
 function renderList(page, route) {
