@@ -17,9 +17,12 @@ TAG_RUN, TAG_PARENT = "tuner.run", "mlflow.parentRunId"
 
 
 def _under(path: str, root: str) -> bool:
+    """Whether `path` lies strictly inside `root` (never the root itself)."""
     if "://" in root or "://" in path:
-        return path.rstrip("/").startswith(root.rstrip("/") + "/")
-    return Path(path).resolve().is_relative_to(Path(root).resolve())
+        inner = path.rstrip("/").removeprefix(root.rstrip("/") + "/")
+        return inner != path.rstrip("/") and bool(inner) and ".." not in inner.split("/")
+    resolved, base = Path(path).resolve(), Path(root).resolve()
+    return resolved != base and resolved.is_relative_to(base)
 
 
 def purge_tune_dir(tune_path: str, storage_root: str) -> bool:

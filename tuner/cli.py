@@ -370,7 +370,8 @@ def delete(
     url: UrlOpt = None,
 ) -> None:
     """Remove a finished sweep from the service."""
-    _call("DELETE", url, f"/experiments/{experiment_id}", params={"purge": purge})
+    # a purge of a big run directory (or one on an object store) takes a while
+    _call("DELETE", url, f"/experiments/{experiment_id}", params={"purge": purge}, timeout=660)
     typer.echo(f"{experiment_id}: deleted" + (" and purged" if purge else ""))
 
 

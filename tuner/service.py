@@ -70,11 +70,15 @@ def deletable(store: Store, experiment_id: str) -> ExperimentRecord:
     return rec
 
 
-def delete(store: Store, experiment_id: str) -> None:
-    """Removes a sweep that is not running (its MLflow runs and Tune files stay unless
-    purged first, see tuner._purge)."""
-    deletable(store, experiment_id)
-    store.delete_experiment(experiment_id)
+def delete(store: Store, experiment_id: str) -> ExperimentRecord:
+    """Removes a sweep that is not running from the store, atomically against a resume;
+    returns what it was (its Tune files and MLflow runs stay: see tuner._purge)."""
+    rec = deletable(store, experiment_id)
+    if not store.delete_experiment(experiment_id, allowed_from=TERMINAL):
+        rec = store.get_experiment(experiment_id)
+        status_now = rec.status if rec else "gone"
+        raise Conflict(f"sweep {experiment_id} is {status_now}; stop it before deleting")
+    return rec
 
 
 class Supervisor:
@@ -107,6 +111,11 @@ class Supervisor:
                 self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
             return
         job = self.launcher.status(rec.job_id)
+        # A job id the job server does not know yet may still land: its submission timed
+        # out, or the server is catching up. Only an id older than that is a dead driver.
+        settle = timedelta(seconds=2 * self.settings.ray_request_timeout_s + 5)
+        if job is None and now - rec.updated_at < settle:
+            return
         if job is not None and job not in JOB_TERMINAL:
             stop_age = now - rec.updated_at
             if rec.status == "STOPPING" and stop_age > timedelta(
@@ -143,7 +152,12 @@ class Supervisor:
                 self.launcher.submit(rec.id, job_id, resume=rec.tune_path is not None)
             except Exception as err:  # noqa: BLE001 - the cluster refused or is not ready
                 cur = self.store.get_experiment(rec.id)
-                if cur.stop_requested:
+                if _maybe_submitted(err):
+                    # the job server may have taken the job before the answer timed out:
+                    # keep its id, so _follow finds the job (and stops it if asked) or, if
+                    # there is none, relaunches
+                    log.warning("submitting sweep %s timed out; following job %s", rec.id, job_id)
+                elif cur.stop_requested:
                     self.store.transition(rec.id, "STOPPED", allowed_from=ACTIVE)
                 elif _transient(err):  # e.g. the job agent is still starting: retry next tick
                     self.store.update_experiment(rec.id, attempts=rec.attempts, job_id=None)
@@ -153,6 +167,13 @@ class Supervisor:
                         rec.id, error=f"could not submit the Ray Job: {err}"
                     )
                     self.store.transition(rec.id, "FAILED", allowed_from=ACTIVE)
+
+
+def _maybe_submitted(err: Exception) -> bool:
+    """A request that reached the job server but whose answer never came."""
+    from requests.exceptions import ReadTimeout
+
+    return isinstance(err, ReadTimeout)
 
 
 def _transient(err: Exception) -> bool:

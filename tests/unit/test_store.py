@@ -155,6 +155,19 @@ def test_delete_cascades_to_trials_and_metric_points(store):
     assert len(store.list_trials(keep.id)) == 1 and len(store.metric_history(keep.id, "t1")) == 1
 
 
+def test_delete_only_from_allowed_statuses_keeps_everything_otherwise(store):
+    exp = make(store)  # QUEUED
+    store.upsert_trial(exp.id, "t1", status="PENDING")
+    assert not store.delete_experiment(exp.id, allowed_from=TERMINAL)
+    assert store.get_experiment(exp.id).status == "QUEUED"
+    assert len(store.list_trials(exp.id)) == 1  # nothing half-deleted
+    assert store.transition(exp.id, "STOPPED", allowed_from={"QUEUED"})
+    assert store.delete_experiment(exp.id, allowed_from=TERMINAL)
+    assert store.get_experiment(exp.id) is None and store.list_trials(exp.id) == []
+    # a resume that comes after the delete finds nothing to move
+    assert not store.transition(exp.id, "QUEUED", allowed_from={"STOPPED"})
+
+
 def test_trial_of_unknown_experiment_is_rejected(store):
     with pytest.raises(Exception, match="FOREIGN KEY"):
         store.upsert_trial("missing", "t1", status="RUNNING")

@@ -42,10 +42,13 @@ def plotly_js() -> Path:
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
+def _one_issue(loc: str, msg: str) -> dict[str, Any]:
+    return {"issues": [{"loc": loc, "value": None, "msg": msg}]}
+
+
 class Validator:
-    """Parses and validates request bodies (and purges sweeps) in one spawned worker
-    process (RLlib and MLflow loaded there, never here), with a deadline; a worker that
-    hangs or dies is replaced."""
+    """Parses and validates request bodies in one spawned worker process (RLlib loaded
+    there, never here), with a deadline; a worker that hangs or dies is replaced."""
 
     def __init__(self, allowed_env_modules: list[str], timeout_s: float = 120) -> None:
         self.allowed = allowed_env_modules
@@ -63,9 +66,15 @@ class Validator:
     ) -> dict[str, Any]:
         """{"spec", "warnings"} or {"issues"}; never raises for a bad body. With `nodes`,
         a trial that fits none of them is an issue too."""
+        future = None
         try:
             future = self._pool.submit(_checks.check_body, raw, yaml_body, self.allowed, nodes)
             return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
+        except asyncio.CancelledError:
+            if future is None or not future.cancelled():
+                raise  # this request itself was cancelled (client gone, shutdown)
+            # another request's timeout replaced the worker before this one ran
+            return _one_issue("(spec)", "validation was interrupted; send the spec again")
         except (TimeoutError, BrokenProcessPool) as err:
             self.restart()
             why = "timed out" if isinstance(err, TimeoutError) else "crashed"
@@ -78,16 +87,6 @@ class Validator:
                     }
                 ]
             }
-
-    async def run(self, fn: Callable[..., Any], *args: Any, timeout_s: float = 300) -> Any:
-        """Any other work that needs RLlib / MLflow, in the same worker; raises
-        TimeoutError (the worker is replaced) or what `fn` raised."""
-        try:
-            future = self._pool.submit(fn, *args)
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
-        except (TimeoutError, BrokenProcessPool):
-            self.restart()
-            raise TimeoutError(f"{fn.__name__} did not finish in the worker") from None
 
     def restart(self) -> None:
         """Kills the worker (its own process) and starts a fresh one."""

@@ -26,6 +26,7 @@ from tuner.api._models import (
     TrialMetrics,
     TrialOut,
 )
+from tuner.api._procs import in_fresh_process
 from tuner.settings import Settings
 from tuner.spec import ExperimentSpec
 from tuner.store import STATUSES, ExperimentRecord, Store
@@ -308,7 +309,7 @@ def resume_experiment(experiment_id: str, request: Request, store: StoreDep) -> 
 @router.delete(
     "/experiments/{experiment_id}",
     status_code=204,
-    responses={**NOT_FOUND, 409: {"model": Problem}},
+    responses={**NOT_FOUND, 409: {"model": Problem}, 502: {"model": Problem}},
     tags=["experiments"],
 )
 async def delete_experiment(
@@ -319,37 +320,46 @@ async def delete_experiment(
         bool,
         Query(
             description="Also delete the sweep's Tune directory (trial results and "
-            "checkpoints) and its MLflow runs and registered model versions."
+            "checkpoints), its MLflow runs (to MLflow's trash) and the model versions "
+            "registered from them (for good)."
         ),
     ] = False,
 ) -> Response:
     """Removes a finished sweep from the service (409 while it runs). Without `purge`,
-    its Tune files and MLflow runs stay; with it they go too (502 if that fails, and
-    the sweep is kept so the purge can be retried)."""
+    its Tune files and MLflow runs stay. With it they are deleted after the sweep left
+    the store; 502 names what could not be deleted (remove it by hand)."""
     await run_in_threadpool(_get, store, experiment_id)
     try:
-        rec = await run_in_threadpool(service.deletable, store, experiment_id)
+        rec = await run_in_threadpool(service.delete, store, experiment_id)
     except service.Conflict as err:
         raise _conflict(err) from None
+    request.app.state.view_cache.invalidate(experiment_id)
     if purge:
         settings = request.app.state.settings
         try:
-            out = await request.app.state.validator.run(
+            out = await in_fresh_process(
                 _purge.purge,
                 rec.tune_path,
                 settings.tune_storage,
                 settings.tracking_uri,
                 rec.mlflow,
                 rec.id,
+                timeout_s=600,
             )
-        except TimeoutError as err:
-            out = {"error": str(err)}
+        except Exception as err:  # noqa: BLE001 - timed out or the process died: a 502
+            out = {"error": f"{type(err).__name__}: {err}"}
         if "error" in out:
+            left = {"tune_path": rec.tune_path, "mlflow": rec.mlflow}
             raise HTTPException(
-                502, detail=[{"loc": "purge", "msg": out["error"], "value": experiment_id}]
+                502,
+                detail=[
+                    {
+                        "loc": "purge",
+                        "msg": f"sweep deleted, but purging failed: {out['error']}",
+                        "value": left,
+                    }
+                ],
             )
-    await run_in_threadpool(store.delete_experiment, experiment_id)
-    request.app.state.view_cache.invalidate(experiment_id)
     return Response(status_code=204)
 
 

@@ -235,9 +235,23 @@ class Store:
         with self._sessions() as session:
             return session.scalar(query) or 0
 
-    def delete_experiment(self, experiment_id: str) -> bool:
-        """Delete a sweep with its trials and metric points; whether it existed."""
+    def delete_experiment(
+        self, experiment_id: str, *, allowed_from: set[str] | None = None
+    ) -> bool:
+        """Delete a sweep with its trials and metric points; whether it was deleted. With
+        `allowed_from`, only while its status is one of those (atomically: a concurrent
+        status change waits for this transaction, then finds no row)."""
         with self._sessions.begin() as session:
+            if allowed_from is not None:
+                claim = (
+                    update(ExperimentRow)
+                    .where(
+                        ExperimentRow.id == experiment_id, ExperimentRow.status.in_(allowed_from)
+                    )
+                    .values(updated_at=utcnow())
+                )
+                if session.execute(claim, execution_options=BULK).rowcount != 1:
+                    return False
             for table in (MetricPointRow, TrialRow):
                 session.execute(
                     delete(table).where(table.experiment_id == experiment_id),

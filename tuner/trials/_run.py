@@ -231,7 +231,9 @@ def run_sweep(
             spec, storage_path=storage_path, name=name, callbacks=cbs, stoppers=list(stoppers)
         )
     result_grid = tuner.fit()
-    summary = summarise(spec, result_grid, warnings, interrupted=watch.interrupted)
+    # GracefulStop.interrupted covers the stop_all fallback, where no handler ran
+    interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
+    summary = summarise(spec, result_grid, warnings, interrupted=interrupted)
     if tracker is not None:
         out = tracker.finish(summary)
         summary.mlflow = MlflowLinks(

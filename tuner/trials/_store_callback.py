@@ -154,6 +154,10 @@ class GracefulStop(Callback):
         state.update(draining=False, interrupted=False, pending=set(), _store=None)
         return state
 
+    def setup(self, **info: Any) -> None:
+        """A fresh run (or resume) of this sweep in this process starts uninterrupted."""
+        _INTERRUPTED.discard(self.experiment_id)
+
     def _requested(self) -> bool:
         now = time.monotonic()
         if now - self._checked_at < self.poll_s:
