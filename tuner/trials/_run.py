@@ -63,17 +63,34 @@ def run_dir(storage_path: str, name: str) -> str:
 
 
 def latest_run(storage_path: str, spec_name: str) -> str | None:
-    """The newest local run directory of a spec name that holds Tune state, if any."""
-    storage_path = Path(storage_path)
-    if not storage_path.is_dir():
-        return None
+    """The newest run directory of a spec name that holds Tune state, if any: a local
+    path, or a URI on an object store (listed through pyarrow, as Tune does)."""
+    import pyarrow.fs as pafs
+
+    if "://" in storage_path:
+        fs, root = pafs.FileSystem.from_uri(storage_path)
+    else:
+        fs, root = pafs.LocalFileSystem(), str(Path(storage_path).absolute())
+    infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
     own = re.compile(re.escape(spec_name) + r"_\d{8}-\d{6}")  # not `cartpole_ppo_*` for `cartpole`
-    runs = sorted(
-        p
-        for p in storage_path.glob(f"{spec_name}_*")
-        if own.fullmatch(p.name) and tune.Tuner.can_restore(p)
+    names = sorted(
+        i.base_name
+        for i in infos
+        if i.type == pafs.FileType.Directory and own.fullmatch(i.base_name)
     )
-    return str(runs[-1]) if runs else None
+    for name in reversed(names):
+        candidate = run_dir(storage_path if "://" in storage_path else root, name)
+        if tune.Tuner.can_restore(candidate):
+            return candidate
+    return None
+
+
+def with_scheme(path: str | None, storage_path: str) -> str | None:
+    """Tune reports paths on an object store without their scheme ('bucket/run/...');
+    give them back the storage's ('s3://bucket/run/...') so they can be used as is."""
+    if not path or "://" not in storage_path or "://" in path:
+        return path
+    return f"{storage_path.split('://', 1)[0]}://{path}"
 
 
 def _newest_checkpoint_dir(result: Any) -> str | None:
@@ -234,6 +251,11 @@ def run_sweep(
     # GracefulStop.interrupted covers the stop_all fallback, where no handler ran
     interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
     summary = summarise(spec, result_grid, warnings, interrupted=interrupted)
+    summary.path = with_scheme(summary.path, storage_path)
+    for trial in summary.trials:
+        trial.checkpoint = with_scheme(trial.checkpoint, storage_path)
+    if summary.best is not None:
+        summary.best.checkpoint = with_scheme(summary.best.checkpoint, storage_path)
     if tracker is not None:
         out = tracker.finish(summary)
         summary.mlflow = MlflowLinks(
