@@ -70,7 +70,8 @@ def run(
         err.print(f"--output: expected 'table' or 'json', got {output!r}")
         raise typer.Exit(2)
     settings = Settings(data_dir=data_dir) if data_dir else Settings()
-    from tuner.trials import run_sweep
+    from tuner.trials import StorageError, run_sweep
+    from tuner.trials._graceful import GracefulCtrlC
 
     try:
         spec = load_spec(file)
@@ -82,10 +83,18 @@ def run(
             progress_to_stderr=output == "json",
             tracking=tracking_config(settings),
             check_fit=settings.cluster_fit_check,
+            # Ctrl-C: running trials checkpoint first; Ctrl-C again stops at once
+            callbacks=[GracefulCtrlC()],
         )
     except SpecError as e:
         _print_issues(e, file)
         raise typer.Exit(2) from None
+    except StorageError as e:
+        err.print(str(e), highlight=False)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:  # a Ctrl-C after Tune had already begun to stop
+        err.print("interrupted; `tuner run --resume` continues from the last saved state")
+        raise typer.Exit(130) from None
     if output == "json":
         sys.stdout.write(json.dumps(summary.model_dump(mode="json"), indent=2) + "\n")
     else:
@@ -385,7 +394,17 @@ def schema() -> None:
 
 def main() -> None:
     """Entry point of the `tuner` console script."""
-    app()
+    from pydantic import ValidationError
+
+    try:
+        app()
+    except ValidationError as e:  # a TUNER_* setting with a bad value
+        if e.title != "Settings":
+            raise
+        for issue in e.errors():
+            name = "TUNER_" + "_".join(str(p) for p in issue["loc"]).upper()
+            err.print(f"{name}: {issue['msg']} (got {issue.get('input')!r})", highlight=False)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -87,6 +87,16 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="Address `tuner serve` binds.")
     port: int = Field(8000, description="Port `tuner serve` binds.")
+
+    @field_validator("storage_path")
+    @classmethod
+    def _plain_uri(cls, value: str | None) -> str | None:
+        if value and ("?" in value or "#" in value):
+            raise ValueError(
+                f"{value!r}: no query or fragment; give an S3-compatible endpoint as "
+                "AWS_ENDPOINT_URL instead"
+            )
+        return value
 
     @property
     def data_path(self) -> Path:

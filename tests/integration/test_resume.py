@@ -96,13 +96,19 @@ def test_kill_and_resume(tmp_path):
     assert Path(summary["path"]) == run_dir
 
 
-def test_ctrl_c_reports_a_stopped_sweep_with_paused_trials(tmp_path):
-    """Tune reports the trials an interrupt stopped as TERMINATED; `tuner run` must not:
-    they are PAUSED (resumable), the sweep STOPPED and the exit code non-zero."""
+def test_ctrl_c_checkpoints_then_stops_and_resume_continues(tmp_path):
+    """The first Ctrl-C has each running trial save a checkpoint (even with
+    `checkpoint.frequency: 0`), then stops: the sweep is STOPPED (exit code non-zero),
+    its trials PAUSED, not the TERMINATED Tune reports; `--resume` continues each trial
+    from that checkpoint."""
+    spec = {
+        **SPEC,
+        "name": "ctrlc",
+        "stop": {"training_iteration": 12},
+        "checkpoint": {"frequency": 0, "at_end": True},
+    }
     spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(
-        yaml.safe_dump({**SPEC, "name": "ctrlc", "stop": {"training_iteration": 30}})
-    )
+    spec_path.write_text(yaml.safe_dump(spec))
     data = tmp_path / "data"
     run_ = tuner_run(spec_path, data)
     deadline = time.time() + 240
@@ -115,7 +121,7 @@ def test_ctrl_c_reports_a_stopped_sweep_with_paused_trials(tmp_path):
             time.sleep(0.5)
         else:
             pytest.fail("no progress within 240 s")
-        os.kill(run_.pid, signal.SIGINT)  # Ctrl-C, to the tuner process only
+        os.killpg(run_.pid, signal.SIGINT)  # Ctrl-C in a terminal: its whole process group
         out, _ = run_.communicate(timeout=120)
     finally:
         if run_.poll() is None:
@@ -125,4 +131,15 @@ def test_ctrl_c_reports_a_stopped_sweep_with_paused_trials(tmp_path):
     summary = json.loads(out)
     assert summary["status"] == "STOPPED"
     assert len(summary["trials"]) == 2
-    assert all(t["status"] == "PAUSED" and 2 <= t["iterations"] < 30 for t in summary["trials"])
+    assert all(t["status"] == "PAUSED" and 2 <= t["iterations"] < 12 for t in summary["trials"])
+    at_stop = {t["trial_id"]: t["iterations"] for t in summary["trials"]}
+
+    again = tuner_run(spec_path, data, "--resume")
+    out, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, out
+    summary = json.loads(out)
+    assert all(t["status"] == "TERMINATED" and t["iterations"] == 12 for t in summary["trials"])
+    for path in (data / "ray_results").glob("ctrlc_*/TunerPPO_*/result.json"):
+        last = json.loads(path.read_text().strip().splitlines()[-1])
+        resumed_from = 12 - last["iterations_since_restore"]
+        assert resumed_from >= at_stop[last["trial_id"]] - 1 >= 1, (resumed_from, at_stop)

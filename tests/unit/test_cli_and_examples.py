@@ -64,3 +64,29 @@ def test_schema_command():
 def test_run_rejects_bad_output_flag():
     result = runner.invoke(app, ["run", "experiments/cartpole-ppo.yaml", "--output", "xml"])
     assert result.exit_code == 2 and "--output" in result.output
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("TUNER_STORAGE_PATH", "s3://bucket/tune?endpoint_override=localhost:9000"),
+        ("TUNER_MAX_ATTEMPTS", "0"),
+    ],
+)
+def test_a_bad_setting_is_named_not_a_traceback(name, value, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    spec = Path(__file__).parents[2] / "experiments" / "cartpole-ppo.yaml"
+    env = {**os.environ, name: value, "TUNER_DATA_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "run", str(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 2
+    assert name in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert not any(tmp_path.iterdir())  # nothing started, nothing written

@@ -16,7 +16,7 @@ from tuner.trials._envs import check_env, make_env, register_env
 from tuner.trials._evaluate import Evaluation, evaluate_checkpoint
 from tuner.trials._mlflow import MLflowTracker
 from tuner.trials._resources import check_fits, trial_resources
-from tuner.trials._run import ensure_ray, latest_run, run_sweep, summarise
+from tuner.trials._run import StorageError, ensure_ray, latest_run, run_sweep, summarise
 from tuner.trials._summary import BestTrial, MlflowLinks, SweepSummary, TrackingConfig, TrialView
 from tuner.trials._tuner import build_tuner, param_space, sampled_values
 from tuner.trials._validate import search_space, validate_spec
@@ -38,6 +38,7 @@ __all__ = [
     "ensure_ray",
     "fixed_settings",
     "latest_run",
+    "StorageError",
     "make_env",
     "param_space",
     "presets",

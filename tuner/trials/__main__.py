@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no experiment {args.experiment_id!r} in the store", file=sys.stderr)
         return 2
     from tuner.trials import run_sweep, search_space
-    from tuner.trials._store_callback import GracefulStop, StopRequested, StoreRecorder
+    from tuner.trials._graceful import GracefulStop, StopRequested
+    from tuner.trials._store_callback import StoreRecorder
 
     try:
         spec = parse_spec(rec.spec)

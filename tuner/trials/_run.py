@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +60,10 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
 
 
+class StorageError(RuntimeError):
+    """The Tune storage (TUNER_STORAGE_PATH) cannot be read."""
+
+
 def run_dir(storage_path: str, name: str) -> str:
     """Where Tune keeps the experiment state of run `name` (a path or URI)."""
     return f"{storage_path.rstrip('/')}/{name}"
@@ -67,11 +74,14 @@ def latest_run(storage_path: str, spec_name: str) -> str | None:
     path, or a URI on an object store (listed through pyarrow, as Tune does)."""
     import pyarrow.fs as pafs
 
-    if "://" in storage_path:
-        fs, root = pafs.FileSystem.from_uri(storage_path)
-    else:
-        fs, root = pafs.LocalFileSystem(), str(Path(storage_path).absolute())
-    infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    try:
+        if "://" in storage_path:
+            fs, root = pafs.FileSystem.from_uri(storage_path)
+        else:
+            fs, root = pafs.LocalFileSystem(), str(Path(storage_path).absolute())
+        infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    except OSError as err:  # unreachable store, no credentials, a file in the way
+        raise StorageError(f"cannot list the Tune storage {storage_path}: {err}") from None
     own = re.compile(re.escape(spec_name) + r"_\d{8}-\d{6}")  # not `cartpole_ppo_*` for `cartpole`
     names = sorted(
         i.base_name
@@ -83,6 +93,22 @@ def latest_run(storage_path: str, spec_name: str) -> str | None:
         if tune.Tuner.can_restore(candidate):
             return candidate
     return None
+
+
+@contextmanager
+def _signal_handlers_restored() -> Iterator[None]:
+    """Puts SIGINT / SIGUSR1 back as they were before Tune (and our callbacks) replaced
+    them, so a Ctrl-C after the fit behaves as the caller expects."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGUSR1)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def with_scheme(path: str | None, storage_path: str) -> str | None:
@@ -247,7 +273,8 @@ def run_sweep(
         tuner = build_tuner(
             spec, storage_path=storage_path, name=name, callbacks=cbs, stoppers=list(stoppers)
         )
-    result_grid = tuner.fit()
+    with _signal_handlers_restored():  # Tune's and ours stay inside the fit
+        result_grid = tuner.fit()
     # GracefulStop.interrupted covers the stop_all fallback, where no handler ran
     interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
     summary = summarise(spec, result_grid, warnings, interrupted=interrupted)
@@ -268,4 +295,4 @@ def run_sweep(
     return summary
 
 
-__all__ = ["ensure_ray", "latest_run", "lookup", "run_sweep", "summarise"]
+__all__ = ["StorageError", "ensure_ray", "latest_run", "lookup", "run_sweep", "summarise"]
