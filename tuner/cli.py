@@ -263,7 +263,11 @@ def submit(
         err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     typer.echo(exp["id"])
     if wait:
-        exp = _wait(url, exp["id"])
+        try:
+            exp = _wait(url, exp["id"])
+        except KeyboardInterrupt:
+            err.print(f"stopped following; the sweep runs on (`tuner stop {exp['id']}` stops it)")
+            raise typer.Exit(130) from None
         raise typer.Exit(0 if exp["status"] == "SUCCEEDED" else 1)
 
 
