@@ -12,33 +12,17 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
-import time
 
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from tests.integration._cli import RESUMABLE, tuner_run, wait_while_running
+
 pytestmark = pytest.mark.integration
 
 BUCKET = "tune-bucket"
-SPEC = {
-    "name": "s3sweep",
-    "algorithm": "PPO",
-    "env": "CartPole-v1",
-    "config": {
-        "train_batch_size_per_learner": 128,
-        "minibatch_size": 64,
-        "num_epochs": 1,
-        "min_time_s_per_iteration": 1,
-    },
-    "model": {"fcnet_hiddens": [16]},
-    "search": {"method": "grid", "space": {"lr": {"grid": [1e-4, 1e-3]}}},
-    "stop": {"training_iteration": 8},
-    "checkpoint": {"frequency": 1, "at_end": True, "num_to_keep": 2},
-    "max_concurrent_trials": 2,
-}
+SPEC = {**RESUMABLE, "name": "s3sweep", "stop": {"training_iteration": 8}}
 
 
 @pytest.fixture
@@ -71,43 +55,29 @@ def _keys(client, prefix=""):
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
-def _tuner_run(spec_path, data, *extra):
-    env = {**os.environ, "TUNER_DATA_DIR": str(data), "TUNER_STORAGE_PATH": f"s3://{BUCKET}/runs"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tuner.cli", "run", str(spec_path), "--output", "json", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-        text=True,
-    )
-
-
 def test_sweep_on_s3_is_killed_and_resumed_from_the_bucket(s3, tmp_path):
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(SPEC))
     data = tmp_path / "data"
-    first = _tuner_run(spec_path, data)
-    deadline = time.time() + 240
+    storage = {"TUNER_STORAGE_PATH": f"s3://{BUCKET}/runs"}
+    first = tuner_run(spec_path, data, **storage)
+
+    def in_the_bucket():
+        keys = _keys(s3, "runs/")
+        # Tune uploads its experiment state (which checkpoint each trial has) every
+        # num_to_keep (2) trial checkpoints, in the background: once the third is in
+        # the bucket, the state naming the second surely is too
+        trials_with_ckpt = {k.split("/")[2] for k in keys if "/checkpoint_000002/" in k}
+        return len(trials_with_ckpt) == 2 and any("experiment_state" in k for k in keys)
+
     try:
-        while time.time() < deadline:
-            keys = _keys(s3, "runs/")
-            # Tune uploads its experiment state (which checkpoint each trial has) every
-            # num_to_keep (2) trial checkpoints, in the background: once the third is in
-            # the bucket, the state naming the second surely is too
-            trials_with_ckpt = {k.split("/")[2] for k in keys if "/checkpoint_000002/" in k}
-            if len(trials_with_ckpt) == 2 and any("experiment_state" in k for k in keys):
-                break
-            assert first.poll() is None, "the sweep ended before it could be killed"
-            time.sleep(0.5)
-        else:
-            pytest.fail("no checkpoints in the bucket within 240 s")
+        wait_while_running(first, in_the_bucket, "it could be killed")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the process group this test started
         first.wait()
     assert not (data / "ray_results").exists()  # nothing went to local disk
 
-    second = _tuner_run(spec_path, data, "--resume")
+    second = tuner_run(spec_path, data, "--resume", **storage)
     out, _ = second.communicate(timeout=300)
     assert second.returncode == 0, out
     summary = json.loads(out)

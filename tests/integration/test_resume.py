@@ -5,63 +5,30 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from tests.integration._cli import RESUMABLE, tuner_run, wait_while_running
+
 pytestmark = pytest.mark.integration
-
-SPEC = {
-    "name": "resumable",
-    "algorithm": "PPO",
-    "env": "CartPole-v1",
-    "config": {
-        "train_batch_size_per_learner": 128,
-        "minibatch_size": 64,
-        "num_epochs": 1,
-        "min_time_s_per_iteration": 1,
-    },
-    "model": {"fcnet_hiddens": [16]},
-    "search": {"method": "grid", "num_samples": 1, "space": {"lr": {"grid": [1e-4, 1e-3]}}},
-    "stop": {"training_iteration": 6},
-    "checkpoint": {"frequency": 1, "at_end": True, "num_to_keep": 2},
-    "max_concurrent_trials": 2,
-}
-
-
-def tuner_run(spec_path, data_dir, *extra):
-    env = {**os.environ, "TUNER_DATA_DIR": str(data_dir)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tuner.cli", "run", str(spec_path), "--output", "json", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-        text=True,
-    )
 
 
 def test_kill_and_resume(tmp_path):
     spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(yaml.safe_dump(SPEC))
+    spec_path.write_text(yaml.safe_dump(RESUMABLE))
     data = tmp_path / "data"
     first = tuner_run(spec_path, data)
-    deadline = time.time() + 240
+
+    def checkpointed():
+        ckpts = list((data / "ray_results").glob("resumable_*/*/checkpoint_000001"))
+        states = list((data / "ray_results").glob("resumable_*/experiment_state-*.json"))
+        return len(ckpts) == 2 and bool(states)
+
     try:
-        while time.time() < deadline:
-            ckpts = list((data / "ray_results").glob("resumable_*/*/checkpoint_000001"))
-            states = list((data / "ray_results").glob("resumable_*/experiment_state-*.json"))
-            if len(ckpts) == 2 and states:
-                break
-            assert first.poll() is None, "the sweep ended before it could be killed"
-            time.sleep(0.5)
-        else:
-            pytest.fail("no checkpoints within 240 s")
+        wait_while_running(first, checkpointed, "it could be killed")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the process group this test started
         first.wait()
@@ -102,25 +69,22 @@ def test_ctrl_c_checkpoints_then_stops_and_resume_continues(tmp_path):
     its trials PAUSED, not the TERMINATED Tune reports; `--resume` continues each trial
     from that checkpoint."""
     spec = {
-        **SPEC,
+        **RESUMABLE,
         "name": "ctrlc",
-        "stop": {"training_iteration": 12},
+        "stop": {"training_iteration": 8},
         "checkpoint": {"frequency": 0, "at_end": True},
     }
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
     data = tmp_path / "data"
     run_ = tuner_run(spec_path, data)
-    deadline = time.time() + 240
+
+    def trained_twice():
+        results = list((data / "ray_results").glob("ctrlc_*/TunerPPO_*/result.json"))
+        return len(results) == 2 and all(len(p.read_text().splitlines()) >= 2 for p in results)
+
     try:
-        while time.time() < deadline:
-            results = list((data / "ray_results").glob("ctrlc_*/TunerPPO_*/result.json"))
-            if len(results) == 2 and all(len(p.read_text().splitlines()) >= 2 for p in results):
-                break
-            assert run_.poll() is None, "the sweep ended before it could be interrupted"
-            time.sleep(0.5)
-        else:
-            pytest.fail("no progress within 240 s")
+        wait_while_running(run_, trained_twice, "it could be interrupted")
         os.killpg(run_.pid, signal.SIGINT)  # Ctrl-C in a terminal: its whole process group
         out, _ = run_.communicate(timeout=120)
     finally:
@@ -131,15 +95,15 @@ def test_ctrl_c_checkpoints_then_stops_and_resume_continues(tmp_path):
     summary = json.loads(out)
     assert summary["status"] == "STOPPED"
     assert len(summary["trials"]) == 2
-    assert all(t["status"] == "PAUSED" and 2 <= t["iterations"] < 12 for t in summary["trials"])
+    assert all(t["status"] == "PAUSED" and 2 <= t["iterations"] < 8 for t in summary["trials"])
     at_stop = {t["trial_id"]: t["iterations"] for t in summary["trials"]}
 
     again = tuner_run(spec_path, data, "--resume")
     out, _ = again.communicate(timeout=300)
     assert again.returncode == 0, out
     summary = json.loads(out)
-    assert all(t["status"] == "TERMINATED" and t["iterations"] == 12 for t in summary["trials"])
+    assert all(t["status"] == "TERMINATED" and t["iterations"] == 8 for t in summary["trials"])
     for path in (data / "ray_results").glob("ctrlc_*/TunerPPO_*/result.json"):
         last = json.loads(path.read_text().strip().splitlines()[-1])
-        resumed_from = 12 - last["iterations_since_restore"]
+        resumed_from = 8 - last["iterations_since_restore"]
         assert resumed_from >= at_stop[last["trial_id"]] - 1 >= 1, (resumed_from, at_stop)
