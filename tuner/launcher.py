@@ -9,6 +9,7 @@ second one. Only a head this process started is stopped on shutdown.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -76,7 +78,7 @@ class Launcher:
         self.head_file = settings.data_path / "ray-head.json"
         self._head: subprocess.Popen | None = None
         self._client: Any = None
-        self._nodes: tuple[float, list[dict[str, float]] | None] = (0.0, None)
+        self._nodes: tuple[float, list[dict[str, Any]] | None] = (0.0, None)
         self._ready = False
         os.environ.setdefault("RAY_AUTH_MODE", "token")
 
@@ -106,6 +108,11 @@ class Launcher:
             "--disable-usage-stats",
             # the agent's default port (52365) is taken by any other Ray on this host
             f"--dashboard-agent-listen-port={_free_port()}",
+            # A temp dir of its own: Ray's "auto" address (which a Ray Job's driver is
+            # given) reads the newest cluster from <temp dir>/ray_current_cluster, so in
+            # the shared /tmp/ray another Ray started later on this host would capture
+            # our sweeps, and a user's ray.init() would attach to our head.
+            f"--temp-dir={self.temp_dir}",
         ]
         if num_cpus is not None:
             cmd.append(f"--num-cpus={num_cpus}")
@@ -150,6 +157,13 @@ class Launcher:
         return None
 
     @property
+    def temp_dir(self) -> str:
+        """The embedded head's Ray temp dir: short (Ray's socket paths must stay under
+        108 bytes) and one per data dir."""
+        digest = hashlib.sha1(str(self.settings.data_path).encode()).hexdigest()[:12]
+        return str(Path(tempfile.gettempdir()) / f"tuner-ray-{digest}")
+
+    @property
     def started_head(self) -> bool:
         """Whether this process started the embedded head (and so stops it)."""
         return self._head is not None
@@ -181,10 +195,11 @@ class Launcher:
             self._client = _job_client(self.start(), timeout_s)
         return self._client
 
-    def cluster_nodes(self, max_age_s: float = 10) -> list[dict[str, float]] | None:
-        """Total resources of each alive node ({"CPU": 16.0, "GPU": 1.0, ...}) from the
-        dashboard's state API; None when the cluster cannot say (not started, unreachable,
-        or no node registered yet). A list, or a failure, is reused for `max_age_s`."""
+    def cluster(self, max_age_s: float = 10) -> list[dict[str, Any]] | None:
+        """Each alive node: {node_id, node_ip, is_head, resources ({"CPU": 16.0, "GPU":
+        1.0, ...})}, from the dashboard's state API; None when the cluster cannot say
+        (not started, unreachable, or no node registered yet). A list, or a failure, is
+        reused for `max_age_s`."""
         fetched_at, cached = self._nodes
         if fetched_at and time.monotonic() - fetched_at < max_age_s:
             return cached
@@ -196,7 +211,14 @@ class Launcher:
                 )
                 rows = client._do_request("GET", "/api/v0/nodes?limit=10000").json()
                 nodes = [
-                    {k: float(v) for k, v in row["resources_total"].items()}
+                    {
+                        "node_id": row["node_id"],
+                        "node_ip": row.get("node_ip"),
+                        "is_head": bool(row.get("is_head_node")),
+                        "resources": {
+                            k: float(v) for k, v in (row.get("resources_total") or {}).items()
+                        },
+                    }
                     for row in rows["data"]["result"]["result"]
                     if row.get("state") == "ALIVE"
                 ] or None
@@ -206,6 +228,11 @@ class Launcher:
         if nodes is not None or failed:  # an empty list: nodes still registering, ask again
             self._nodes = (time.monotonic(), nodes)
         return nodes
+
+    def cluster_nodes(self, max_age_s: float = 10) -> list[dict[str, float]] | None:
+        """Total resources of each alive node (see `cluster`), for the fit check."""
+        nodes = self.cluster(max_age_s)
+        return None if nodes is None else [n["resources"] for n in nodes]
 
     def job_env(self) -> dict[str, str]:
         """The TUNER_* settings (and PYTHONPATH) a driver needs, resolved to absolute."""

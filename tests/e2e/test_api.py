@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -27,6 +28,19 @@ def test_health_and_openapi(server):
         assert algos["Noisy_DQN"]["warnings"] and "lr" in algos["PPO"]["default_space"]
 
 
+def test_cluster_view_lists_the_embedded_head(server):
+    deadline = time.time() + 30  # a fresh head registers its node a moment after start
+    with server.client() as c:
+        while not (view := c.get("/cluster").json())["reachable"] and time.time() < deadline:
+            time.sleep(0.5)
+    assert view["reachable"] and view["ray_address"].startswith("http://127.0.0.1:")
+    (node,) = view["nodes"]
+    assert node["is_head"] and node["node_id"] and node["node_ip"]
+    assert node["cpus"] == view["cpus"] == 2  # TUNER_EMBEDDED_NUM_CPUS
+    assert node["gpus"] == view["gpus"] == node["resources"].get("GPU", 0)
+    assert not any(k.startswith("node:") for k in node["resources"])
+
+
 def test_sweep_end_to_end(server):
     with server.client() as c:
         created = c.post("/experiments", json=tiny("e2e-sweep"))
@@ -38,7 +52,9 @@ def test_sweep_end_to_end(server):
         assert view["trial_counts"] == {"TERMINATED": 2}
         trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
         assert sorted(t["config"]["lr"] for t in trials) == [1e-4, 1e-3]
+        nodes = c.get("/cluster").json()["nodes"]
         for t in trials:
+            assert t["node_id"] in {n["node_id"] for n in nodes}  # ran on a node listed there
             assert t["iterations"] == 2 and t["env_steps"] == 256 and t["mlflow_run_id"]
             assert t["node_ip"] and t["device"] == "cpu" and t["seed"] in (0, 1)
             points = c.get(f"/experiments/{exp_id}/trials/{t['trial_id']}/metrics").json()

@@ -34,6 +34,10 @@ def test_trial_table_updates_without_reload(server, browser):
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(server.url + "/")
         page.wait_for_selector(f'#experiments-table tr[data-id="{exp_id}"]')
+        page.wait_for_function(
+            "() => document.querySelector('#cluster-info').textContent.includes('1 node')"
+        )
+        assert "2 CPUs" in page.locator("#cluster-info").inner_text()
         page.click(f'#experiments-table tr[data-id="{exp_id}"]')
         page.wait_for_selector("#trials-table tbody tr[data-trial-id]", timeout=120_000)
         page.evaluate("window.__not_reloaded = true")

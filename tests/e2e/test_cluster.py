@@ -104,6 +104,11 @@ def test_sweep_spreads_over_both_nodes_as_a_ray_job_and_survives_api_restart(clu
     try:
         with first.client() as c:
             assert c.get("/healthz").json()["ray_address"] == cluster["address"]
+            listed = c.get("/cluster").json()
+            assert {n["node_id"] for n in listed["nodes"]} == set(cluster["nodes"])
+            assert listed["cpus"] == 2 and [n["is_head"] for n in listed["nodes"]] == [True, False]
+            assert "head_node" in listed["nodes"][0]["resources"]
+            assert "worker_node" in listed["nodes"][1]["resources"]
             # the API knows the cluster's nodes: two 1-CPU nodes hold a 2-bundle trial
             # spread, never packed strictly onto one node
             strict = {
@@ -148,3 +153,31 @@ def test_sweep_spreads_over_both_nodes_as_a_ray_job_and_survives_api_restart(clu
         next(k for k in ("head_node", "worker_node") if k in cluster["nodes"][n]) for n in used
     }
     assert kinds == {"head_node", "worker_node"}
+
+
+def test_another_ray_started_later_on_the_host_does_not_capture_our_sweeps(server, tmp_path):
+    """Ray hands a job's driver the host's newest cluster (`/tmp/ray/ray_current_cluster`)
+    as its address. The embedded head keeps its own temp dir, so a Ray someone starts
+    later on the same machine neither receives our sweeps nor sees our head."""
+    port = free_port()
+    other = RayNode(
+        ["--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false"],
+        tmp_path / "other-head.log",
+    )
+    try:
+        current = Path("/tmp/ray/ray_current_cluster")
+        deadline = time.time() + 90
+        while not (current.exists() and current.read_text().strip().endswith(f":{port}")):
+            assert time.time() < deadline, (tmp_path / "other-head.log").read_text()[-2000:]
+            time.sleep(0.5)
+        with server.client() as c:
+            own = {n["node_id"] for n in c.get("/cluster").json()["nodes"]}
+            spec = tiny("own-head", iterations=1)
+            spec["search"] = {"method": "grid", "space": {"lr": {"grid": [1e-3]}}}
+            exp_id = c.post("/experiments", json=spec).json()["id"]
+            view = wait_for(c, exp_id, lambda v: v["status"] in {"SUCCEEDED", "FAILED"}, 180)
+            assert view["status"] == "SUCCEEDED", view["error"]
+            (trial,) = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+        assert trial["node_id"] in own  # ran on the service's own head
+    finally:
+        other.stop()

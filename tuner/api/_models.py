@@ -114,6 +114,29 @@ class AlgorithmInfo(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class NodeView(BaseModel):
+    """One alive Ray node and what it offers trials."""
+
+    node_id: str
+    node_ip: str | None = None
+    is_head: bool = False
+    cpus: float = 0
+    gpus: float = 0
+    resources: dict[str, float] = Field(
+        default_factory=dict, description="Every logical resource (custom ones included)."
+    )
+
+
+class ClusterView(BaseModel):
+    """The Ray cluster sweeps run on, as its dashboard reports it (cached 10 s)."""
+
+    ray_address: str | None = None
+    reachable: bool = Field(description="Whether the cluster's node list could be read.")
+    nodes: list[NodeView] = Field(default_factory=list)
+    cpus: float = 0
+    gpus: float = 0
+
+
 class Health(BaseModel):
     """Liveness of the API, its store and its Ray cluster."""
 

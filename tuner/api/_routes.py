@@ -17,10 +17,12 @@ from tuner import _purge, service
 from tuner.api._deps import SettingsDep, StoreDep, require_token
 from tuner.api._models import (
     AlgorithmInfo,
+    ClusterView,
     ExperimentList,
     ExperimentView,
     Health,
     MetricSeries,
+    NodeView,
     Problem,
     TrialList,
     TrialMetrics,
@@ -361,6 +363,33 @@ async def delete_experiment(
                 ],
             )
     return Response(status_code=204)
+
+
+@router.get("/cluster", response_model=ClusterView, tags=["service"])
+def cluster(request: Request) -> ClusterView:
+    """The Ray cluster's alive nodes with their CPUs, GPUs and custom resources: what
+    a sweep's trials can be placed on (the same list `POST /experiments` checks)."""
+    launcher = request.app.state.launcher
+    nodes = launcher.cluster()
+    views = [
+        NodeView(
+            node_id=n["node_id"],
+            node_ip=n["node_ip"],
+            is_head=n["is_head"],
+            cpus=n["resources"].get("CPU", 0.0),
+            gpus=n["resources"].get("GPU", 0.0),
+            resources={k: v for k, v in n["resources"].items() if not k.startswith("node:")},
+        )
+        for n in nodes or []
+    ]
+    views.sort(key=lambda v: (not v.is_head, v.node_ip or "", v.node_id))
+    return ClusterView(
+        ray_address=launcher.address,
+        reachable=nodes is not None,
+        nodes=views,
+        cpus=sum(v.cpus for v in views),
+        gpus=sum(v.gpus for v in views),
+    )
 
 
 @router.get("/algorithms", response_model=list[AlgorithmInfo], tags=["algorithms"])

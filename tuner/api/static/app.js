@@ -235,6 +235,28 @@ function refreshNow() {
   refresh().finally(schedule);
 }
 
+// ---------------------------------------------------------------- cluster
+
+const CLUSTER_MS = 30_000;
+
+/** "Ray: 2 nodes · 32 CPUs · 4 GPUs" in the top bar; each node in its tooltip. */
+async function refreshCluster() {
+  try {
+    const c = await api('/cluster');
+    const el = $('#cluster-info');
+    if (!c.reachable) {
+      setText(el, 'Ray: not reachable');
+    } else {
+      const n = c.nodes.length;
+      setText(el, `Ray: ${n} node${n === 1 ? '' : 's'} · ${c.cpus} CPUs · ${c.gpus} GPUs`);
+      el.title = c.nodes
+        .map((x) => `${x.node_ip || x.node_id}${x.is_head ? ' (head)' : ''}: ${x.cpus} CPUs, ${x.gpus} GPUs`)
+        .join('\n');
+    }
+  } catch { /* the view's own refresh shows API errors */ }
+  setTimeout(refreshCluster, CLUSTER_MS);
+}
+
 // ---------------------------------------------------------------- list view
 
 async function refreshList(route, gen) {
@@ -674,6 +696,7 @@ function init() {
   });
 
   onRoute();
+  refreshCluster();
 }
 
 // Handles for end-to-end tests and debugging from the console.
