@@ -161,7 +161,9 @@ class Launcher:
         """The embedded head's Ray temp dir: short (Ray's socket paths must stay under
         108 bytes) and one per data dir."""
         digest = hashlib.sha1(str(self.settings.data_path).encode()).hexdigest()[:12]
-        return str(Path(tempfile.gettempdir()) / f"tuner-ray-{digest}")
+        # /tmp as Ray itself uses: macOS's per-user temp dir is too long a prefix
+        base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
+        return str(base / f"tuner-ray-{digest}")
 
     @property
     def started_head(self) -> bool:
