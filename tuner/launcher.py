@@ -199,9 +199,9 @@ class Launcher:
 
     def cluster(self, max_age_s: float = 10) -> list[dict[str, Any]] | None:
         """Each alive node: {node_id, node_ip, is_head, resources ({"CPU": 16.0, "GPU":
-        1.0, ...})}, from the dashboard's state API; None when the cluster cannot say
-        (not started, unreachable, or no node registered yet). A list, or a failure, is
-        reused for `max_age_s`."""
+        1.0, ...})}, from the dashboard's state API; [] while no node has registered yet
+        (a head just started); None when the cluster cannot say (not started,
+        unreachable). A non-empty list, or a failure, is reused for `max_age_s`."""
         fetched_at, cached = self._nodes
         if fetched_at and time.monotonic() - fetched_at < max_age_s:
             return cached
@@ -223,18 +223,18 @@ class Launcher:
                     }
                     for row in rows["data"]["result"]["result"]
                     if row.get("state") == "ALIVE"
-                ] or None
+                ]
             except Exception:  # noqa: BLE001 - no answer: the driver checks before running
                 log.warning("could not read the cluster's nodes", exc_info=True)
                 failed = True
-        if nodes is not None or failed:  # an empty list: nodes still registering, ask again
+        if nodes or failed:  # an empty list: nodes still registering, ask again
             self._nodes = (time.monotonic(), nodes)
         return nodes
 
     def cluster_nodes(self, max_age_s: float = 10) -> list[dict[str, float]] | None:
         """Total resources of each alive node (see `cluster`), for the fit check."""
         nodes = self.cluster(max_age_s)
-        return None if nodes is None else [n["resources"] for n in nodes]
+        return [n["resources"] for n in nodes] if nodes else None  # none: the driver checks
 
     def job_env(self) -> dict[str, str]:
         """The TUNER_* settings (and PYTHONPATH) a driver needs, resolved to absolute."""

@@ -131,7 +131,10 @@ class ClusterView(BaseModel):
     """The Ray cluster sweeps run on, as its dashboard reports it (cached 10 s)."""
 
     ray_address: str | None = None
-    reachable: bool = Field(description="Whether the cluster's node list could be read.")
+    reachable: bool = Field(
+        description="Whether the cluster's node list could be read (right after a head "
+        "starts it may be read but still empty)."
+    )
     nodes: list[NodeView] = Field(default_factory=list)
     cpus: float = 0
     gpus: float = 0

@@ -246,6 +246,8 @@ async function refreshCluster() {
     const el = $('#cluster-info');
     if (!c.reachable) {
       setText(el, 'Ray: not reachable');
+    } else if (!c.nodes.length) {
+      setText(el, 'Ray: starting');
     } else {
       const n = c.nodes.length;
       setText(el, `Ray: ${n} node${n === 1 ? '' : 's'} · ${c.cpus} CPUs · ${c.gpus} GPUs`);
