@@ -132,7 +132,14 @@ class Launcher:
             time.sleep(0.5)
         self._wait_for_job_agent(url, deadline)
         self.head_file.write_text(
-            json.dumps({"pid": self._head.pid, "address": url, "gcs": f"127.0.0.1:{port}"})
+            json.dumps(
+                {
+                    "pid": self._head.pid,
+                    "address": url,
+                    "gcs": f"127.0.0.1:{port}",
+                    "temp_dir": self.temp_dir,
+                }
+            )
         )
         self.address, self._ready = url, True
         return url
@@ -153,6 +160,14 @@ class Launcher:
         except (OSError, ValueError):
             return None
         if _pid_alive(int(info["pid"])) and _dashboard_up(info["address"]):
+            if "temp_dir" not in info:
+                log.warning(
+                    "reusing Ray head pid %s started by an older tuner in the shared "
+                    "/tmp/ray: a Ray started later on this host could receive its sweeps; "
+                    "stop that head (kill %s) to get one with a temp dir of its own",
+                    info["pid"],
+                    info["pid"],
+                )
             return info["address"]
         return None
 
@@ -163,7 +178,7 @@ class Launcher:
         digest = hashlib.sha1(str(self.settings.data_path).encode()).hexdigest()[:12]
         # /tmp as Ray itself uses: macOS's per-user temp dir is too long a prefix
         base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
-        return str(base / f"tuner-ray-{digest}")
+        return str(base / f"tuner-ray-{os.getuid()}-{digest}")
 
     @property
     def started_head(self) -> bool:

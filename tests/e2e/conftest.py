@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -77,21 +78,29 @@ class Server:
                 self.kill()
 
     def stop_head(self) -> None:
-        """Stops the embedded Ray head this test's servers started (by its recorded pid)."""
+        """Stops the embedded Ray head this test's servers started (by its recorded pid;
+        a clean server stop already did) and removes its Ray temp dir."""
+        from tuner.launcher import Launcher
+        from tuner.settings import Settings
+
         head = self.data_dir / "ray-head.json"
         if head.exists():
-            pid = json.loads(head.read_text())["pid"]
+            self._stop_group(json.loads(head.read_text())["pid"])
+        shutil.rmtree(Launcher(Settings(data_dir=self.data_dir)).temp_dir, ignore_errors=True)
+
+    @staticmethod
+    def _stop_group(pid: int) -> None:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        for _ in range(60):
             try:
-                os.killpg(pid, signal.SIGTERM)
+                os.killpg(pid, 0)
             except ProcessLookupError:
                 return
-            for _ in range(60):
-                try:
-                    os.killpg(pid, 0)
-                except ProcessLookupError:
-                    return
-                time.sleep(0.5)
-            os.killpg(pid, signal.SIGKILL)
+            time.sleep(0.5)
+        os.killpg(pid, signal.SIGKILL)
 
     def client(self, **kw) -> httpx.Client:
         return httpx.Client(base_url=f"{self.url}/api/v1", timeout=30, **kw)

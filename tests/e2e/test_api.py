@@ -32,7 +32,6 @@ def test_cluster_view_lists_the_embedded_head(server):
     deadline = time.time() + 30  # a fresh head registers its node a moment after start
     with server.client() as c:
         while not (view := c.get("/cluster").json())["nodes"] and time.time() < deadline:
-            assert view["reachable"]  # a starting head answers, with no node yet
             time.sleep(0.5)
     assert view["reachable"] and view["ray_address"].startswith("http://127.0.0.1:")
     (node,) = view["nodes"]

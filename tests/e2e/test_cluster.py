@@ -42,6 +42,33 @@ class RayNode:
             pass
 
 
+def _wait_for_dashboard(address: str, tmp: Path) -> None:
+    deadline = time.time() + 90
+    while True:
+        try:
+            if httpx.get(f"{address}/api/version", timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.time() < deadline, (tmp / "head.log").read_text()[-2000:]
+        time.sleep(0.5)
+
+
+def _wait_for_two_nodes(address: str, tmp: Path) -> dict:
+    from ray.job_submission import JobSubmissionClient
+
+    # the dashboard's state API, not ray.init: this test process may hold another Ray
+    state = JobSubmissionClient(address)
+    deadline = time.time() + 90
+    while True:
+        rows = state._do_request("GET", "/api/v0/nodes?limit=100").json()["data"]["result"]
+        alive = [n for n in rows["result"] if n["state"] == "ALIVE"]
+        if len(alive) == 2:
+            return {n["node_id"]: n["resources_total"] for n in alive}
+        assert time.time() < deadline, (tmp / "worker.log").read_text()[-2000:]
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cluster")
@@ -59,37 +86,19 @@ def cluster(tmp_path_factory):
         tmp / "head.log",
     )
     address = f"http://127.0.0.1:{dash}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            if httpx.get(f"{address}/api/version", timeout=2).status_code < 500:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.time() > deadline:
-            head.stop()
-            pytest.fail((tmp / "head.log").read_text()[-2000:])
-        time.sleep(0.5)
-    worker = RayNode(
-        [f"--address=127.0.0.1:{port}", "--num-cpus=1", '--resources={"worker_node": 1}'],
-        tmp / "worker.log",
-    )
-    from ray.job_submission import JobSubmissionClient
-
-    # the dashboard's state API, not ray.init: this test process may hold another Ray
-    state = JobSubmissionClient(address)
-    deadline = time.time() + 90
-    while True:
-        rows = state._do_request("GET", "/api/v0/nodes?limit=100").json()["data"]["result"]
-        alive = [n for n in rows["result"] if n["state"] == "ALIVE"]
-        if len(alive) == 2:
-            break
-        assert time.time() < deadline, (tmp / "worker.log").read_text()[-2000:]
-        time.sleep(0.5)
-    nodes = {n["node_id"]: n["resources_total"] for n in alive}
-    yield {"address": address, "nodes": nodes, "tmp": tmp}
-    worker.stop()
-    head.stop()
+    worker = None
+    try:  # both nodes are stopped whatever happens, a failed start-up included
+        _wait_for_dashboard(address, tmp)
+        worker = RayNode(
+            [f"--address=127.0.0.1:{port}", "--num-cpus=1", '--resources={"worker_node": 1}'],
+            tmp / "worker.log",
+        )
+        nodes = _wait_for_two_nodes(address, tmp)
+        yield {"address": address, "nodes": nodes, "tmp": tmp}
+    finally:
+        if worker is not None:
+            worker.stop()
+        head.stop()
 
 
 def test_sweep_spreads_over_both_nodes_as_a_ray_job_and_survives_api_restart(cluster):

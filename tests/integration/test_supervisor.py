@@ -8,6 +8,7 @@ submission after all, so the supervisor must follow that job, not start a second
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -48,6 +49,7 @@ def head(tmp_path):
     launcher.start(num_cpus=1)
     yield settings, launcher
     launcher.stop_head()
+    shutil.rmtree(launcher.temp_dir, ignore_errors=True)
 
 
 def test_a_submit_that_times_out_is_followed_not_duplicated(head):

@@ -238,12 +238,18 @@ function refreshNow() {
 // ---------------------------------------------------------------- cluster
 
 const CLUSTER_MS = 30_000;
+const CLUSTER_RETRY_MS = 3_000;
+let clusterTimer = 0;
 
-/** "Ray: 2 nodes · 32 CPUs · 4 GPUs" in the top bar; each node in its tooltip. */
+/** "Ray: 2 nodes · 32 CPUs · 4 GPUs" in the top bar; each node in its tooltip. Asked
+ * again every 30 s, or every 3 s while the cluster is starting or not answering. */
 async function refreshCluster() {
+  clearTimeout(clusterTimer);
+  const el = $('#cluster-info');
+  let next = CLUSTER_RETRY_MS;
   try {
     const c = await api('/cluster');
-    const el = $('#cluster-info');
+    el.title = '';
     if (!c.reachable) {
       setText(el, 'Ray: not reachable');
     } else if (!c.nodes.length) {
@@ -254,9 +260,13 @@ async function refreshCluster() {
       el.title = c.nodes
         .map((x) => `${x.node_ip || x.node_id}${x.is_head ? ' (head)' : ''}: ${x.cpus} CPUs, ${x.gpus} GPUs`)
         .join('\n');
+      next = CLUSTER_MS;
     }
-  } catch { /* the view's own refresh shows API errors */ }
-  setTimeout(refreshCluster, CLUSTER_MS);
+  } catch {
+    setText(el, 'Ray: ?'); // the view's own refresh explains API errors
+    el.title = '';
+  }
+  clusterTimer = setTimeout(refreshCluster, next);
 }
 
 // ---------------------------------------------------------------- list view
@@ -695,6 +705,7 @@ function init() {
     $('#token-input').value = '';
     show($('#token-box'), false);
     refreshNow();
+    refreshCluster();
   });
 
   onRoute();
