@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import time
 
 import pytest
 import yaml
@@ -22,7 +23,15 @@ from tests.integration._cli import RESUMABLE, tuner_run, wait_while_running
 pytestmark = pytest.mark.integration
 
 BUCKET = "tune-bucket"
-SPEC = {**RESUMABLE, "name": "s3sweep", "stop": {"training_iteration": 8}}
+# No num_to_keep: Tune deletes an old checkpoint as soon as a newer one registers, while
+# the experiment state naming it uploads in the background, so a hard kill can leave the
+# bucket's state pointing at a deleted checkpoint (that trial then errors on resume).
+SPEC = {
+    **RESUMABLE,
+    "name": "s3sweep",
+    "stop": {"training_iteration": 12},
+    "checkpoint": {"frequency": 1, "at_end": True},
+}
 
 
 @pytest.fixture
@@ -59,19 +68,19 @@ def test_sweep_on_s3_is_killed_and_resumed_from_the_bucket(s3, tmp_path):
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(SPEC))
     data = tmp_path / "data"
-    storage = {"TUNER_STORAGE_PATH": f"s3://{BUCKET}/runs"}
+    # Tune saves (and uploads) its experiment state every second here, not every 10 s:
+    # a kill just after both trials' third checkpoint then finds a state naming the second
+    storage = {"TUNER_STORAGE_PATH": f"s3://{BUCKET}/runs", "TUNE_GLOBAL_CHECKPOINT_S": "1"}
     first = tuner_run(spec_path, data, **storage)
 
     def in_the_bucket():
         keys = _keys(s3, "runs/")
-        # Tune uploads its experiment state (which checkpoint each trial has) every
-        # num_to_keep (2) trial checkpoints, in the background: once the third is in
-        # the bucket, the state naming the second surely is too
-        trials_with_ckpt = {k.split("/")[2] for k in keys if "/checkpoint_000002/" in k}
-        return len(trials_with_ckpt) == 2 and any("experiment_state" in k for k in keys)
+        trials = {k.split("/")[2] for k in keys if "/checkpoint_000002/" in k}
+        return len(trials) == 2 and any("/experiment_state-" in k for k in keys)
 
     try:
         wait_while_running(first, in_the_bucket, "it could be killed")
+        time.sleep(3)  # a state upload or two after the checkpoints it must name
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the process group this test started
         first.wait()
@@ -85,15 +94,15 @@ def test_sweep_on_s3_is_killed_and_resumed_from_the_bucket(s3, tmp_path):
     run_prefix = summary["path"].removeprefix(f"s3://{BUCKET}/") + "/"
     assert len(summary["trials"]) == 2
     for trial in summary["trials"]:
-        assert trial["status"] == "TERMINATED" and trial["iterations"] == 8
+        assert trial["status"] == "TERMINATED" and trial["iterations"] == 12, trial
         assert trial["checkpoint"].startswith(summary["path"] + "/")
     results = [k for k in _keys(s3, run_prefix) if k.endswith("/result.json")]
     assert len(results) == 2
     for key in results:
         body = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode()
         last = json.loads(body.strip().splitlines()[-1])
-        assert last["training_iteration"] == 8
-        assert last["iterations_since_restore"] < 8  # continued from the bucket's checkpoint
+        assert last["training_iteration"] == 12
+        assert last["iterations_since_restore"] < 12  # continued from the bucket's checkpoint
     mlflow = MlflowClient(tracking_uri=f"sqlite:///{data / 'mlflow.db'}")
     best_run = summary["mlflow"]["best_run_id"]
     assert [a.path for a in mlflow.list_artifacts(best_run, "checkpoints")]
