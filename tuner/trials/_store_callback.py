@@ -115,7 +115,7 @@ class StoreRecorder(Callback):
         self._upsert(trial, status="ERROR", error=text[-4000:])
 
 
-# Tune states pickled before these moved reference them here.
-from tuner.trials._graceful import GracefulStop, StopRequested  # noqa: E402
+# Tune states pickled before the stopper moved to _graceful reference it here.
+from tuner.trials._graceful import StopRequested  # noqa: E402
 
-__all__ = ["GracefulStop", "StopRequested", "StoreRecorder"]
+__all__ = ["StopRequested", "StoreRecorder"]
