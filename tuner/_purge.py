@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-TAG_RUN, TAG_PARENT = "tuner.run", "mlflow.parentRunId"
+from tuner.mlflow_names import TAG_PARENT, TAG_RUN
 
 
 def _under(path: str, root: str) -> bool:

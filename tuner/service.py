@@ -13,7 +13,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tuner.launcher import JOB_TERMINAL, Launcher
+from tuner.launcher import JOB_TERMINAL, JobsTimedOut, JobsUnavailable, Launcher
 from tuner.settings import Settings
 from tuner.store import TERMINAL, ExperimentRecord, Store
 
@@ -171,16 +171,9 @@ class Supervisor:
 
 def _maybe_submitted(err: Exception) -> bool:
     """A request that reached the job server but whose answer never came."""
-    from requests.exceptions import ReadTimeout
-
-    return isinstance(err, ReadTimeout)
+    return isinstance(err, JobsTimedOut)
 
 
 def _transient(err: Exception) -> bool:
     """Submission errors worth retrying: the cluster is starting or briefly unreachable."""
-    text = str(err)
-    return (
-        "No available agent" in text
-        or "try again later" in text
-        or isinstance(err, ConnectionError | TimeoutError | OSError)
-    )
+    return isinstance(err, JobsUnavailable | ConnectionError | TimeoutError | OSError)

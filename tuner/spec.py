@@ -15,30 +15,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tuner import algorithms as registry
 from tuner.search_spaces import Domain
 
-ALGORITHMS: tuple[str, ...] = ("PPO", "APPO", "IMPALA", "DQN", "SAC")
-PRESETS: tuple[str, ...] = (
-    "Double_DQN",
-    "Dueling_DQN",
-    "DQN_PER",
-    "Noisy_DQN",
-    "DQN_C51",
-    "Rainbow_DQN",
-)
-AlgorithmName = Literal[
-    "PPO",
-    "APPO",
-    "IMPALA",
-    "DQN",
-    "SAC",
-    "Double_DQN",
-    "Dueling_DQN",
-    "DQN_PER",
-    "Noisy_DQN",
-    "DQN_C51",
-    "Rainbow_DQN",
-]
+# Every algorithm and preset of the registry (tuner/algorithms/*.yaml).
+ALGORITHMS: tuple[str, ...] = registry.base_algorithms()
+PRESETS: tuple[str, ...] = registry.presets()
+AlgorithmName = Literal[registry.names()]  # type: ignore[valid-type]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A gymnasium id ("CartPole-v1", "ALE/Pong-v5") or "package.module:ClassOrFactory".
@@ -236,8 +219,8 @@ class ExperimentSpec(_Model):
     )
     algorithm: AlgorithmName = Field(
         ...,
-        description="RLlib algorithm (PPO APPO IMPALA DQN SAC) or a named preset "
-        "(Double_DQN Dueling_DQN DQN_PER Noisy_DQN DQN_C51 Rainbow_DQN).",
+        description=f"RLlib algorithm ({' '.join(ALGORITHMS)}) or a named preset "
+        f"({' '.join(PRESETS)}); GET /api/v1/algorithms lists them.",
     )
     env: str = Field(
         ...,
@@ -315,7 +298,7 @@ class ExperimentSpec(_Model):
     @property
     def base_algorithm(self) -> str:
         """The RLlib algorithm behind a preset (Rainbow_DQN -> DQN)."""
-        return "DQN" if self.algorithm in PRESETS else self.algorithm
+        return registry.base_algorithm(self.algorithm)
 
     def to_yaml(self) -> str:
         """The spec as YAML, exactly as it validates (defaults filled in)."""

@@ -5,26 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 import tuner
-from tuner import _checks
-from tuner.api._routes import ViewCache, public, router
+from tuner.api._cache import ViewCache
+from tuner.api._routes import public, router
+from tuner.api._validator import Validator
 from tuner.launcher import Launcher
 from tuner.service import Supervisor
 from tuner.settings import Settings
@@ -40,67 +39,6 @@ def plotly_js() -> Path:
     import plotly
 
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-
-
-def _one_issue(loc: str, msg: str) -> dict[str, Any]:
-    return {"issues": [{"loc": loc, "value": None, "msg": msg}]}
-
-
-class Validator:
-    """Parses and validates request bodies in one spawned worker process (RLlib loaded
-    there, never here), with a deadline; a worker that hangs or dies is replaced."""
-
-    def __init__(self, allowed_env_modules: list[str], timeout_s: float = 120) -> None:
-        self.allowed = allowed_env_modules
-        self.timeout_s = timeout_s
-        self._pool = self._new()
-
-    @staticmethod
-    def _new() -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        pool.submit(_checks.warm_up)
-        return pool
-
-    async def check(
-        self, raw: bytes, yaml_body: bool, nodes: list[dict[str, float]] | None = None
-    ) -> dict[str, Any]:
-        """{"spec", "warnings"} or {"issues"}; never raises for a bad body. With `nodes`,
-        a trial that fits none of them is an issue too."""
-        future = None
-        try:
-            future = self._pool.submit(_checks.check_body, raw, yaml_body, self.allowed, nodes)
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
-        except asyncio.CancelledError:
-            if future is None or not future.cancelled():
-                raise  # this request itself was cancelled (client gone, shutdown)
-            # another request's timeout replaced the worker before this one ran
-            return _one_issue("(spec)", "validation was interrupted; send the spec again")
-        except (TimeoutError, BrokenProcessPool) as err:
-            self.restart()
-            why = "timed out" if isinstance(err, TimeoutError) else "crashed"
-            return {
-                "issues": [
-                    {
-                        "loc": "(spec)",
-                        "value": None,
-                        "msg": f"validation {why} (the env constructor or the body)",
-                    }
-                ]
-            }
-
-    def restart(self) -> None:
-        """Kills the worker (its own process) and starts a fresh one."""
-        old = self._pool
-        for process in list(getattr(old, "_processes", {}).values()):
-            process.kill()
-        old.shutdown(wait=False, cancel_futures=True)
-        self._pool = self._new()
-
-    def close(self) -> None:
-        """Stops the worker."""
-        for process in list(getattr(self._pool, "_processes", {}).values()):
-            process.kill()
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class BodyLimit:
@@ -142,6 +80,26 @@ class BodyLimit:
 
 class _TooLarge(Exception):
     pass
+
+
+async def _request_problems(request: Request, exc: Exception) -> JSONResponse:
+    """A bad path or query parameter gets the same 422 shape as a bad spec:
+    `detail` lists {loc, msg, value}, `loc` the parameter's name."""
+    assert isinstance(exc, RequestValidationError)
+    detail = []
+    for err in exc.errors():
+        parts = [str(p) for p in err.get("loc", ())]
+        if parts and parts[0] in ("query", "path", "header", "cookie", "body"):
+            parts = parts[1:]
+        value = err.get("input")
+        detail.append(
+            {
+                "loc": ".".join(parts) or "(request)",
+                "msg": str(err.get("msg", "")).removeprefix("Value error, "),
+                "value": value if isinstance(value, str | int | float | bool | None) else None,
+            }
+        )
+    return JSONResponse({"detail": detail}, status_code=422)
 
 
 def _openapi(app: FastAPI) -> Callable[[], dict]:
@@ -257,6 +215,7 @@ def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = No
     app.include_router(router)
     app.openapi = _openapi(app)
     app.add_middleware(BodyLimit, limit=app.state.settings.max_body_bytes)
+    app.add_exception_handler(RequestValidationError, _request_problems)
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -1,12 +1,17 @@
-"""Dependencies shared by the routes: settings, store, token check, validation pool."""
+"""What routes are given, as FastAPI dependencies: settings, store, launcher, validator,
+view cache, the supervisor's wake-up, and the token check. Routes never read app.state."""
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 
+from tuner.api._cache import ViewCache
+from tuner.api._validator import Validator
+from tuner.launcher import Launcher
 from tuner.settings import Settings
 from tuner.store import Store
 
@@ -19,6 +24,26 @@ def get_settings(request: Request) -> Settings:
 def get_store(request: Request) -> Store:
     """The app's store."""
     return request.app.state.store
+
+
+def get_launcher(request: Request) -> Launcher:
+    """The app's handle on its Ray cluster (jobs and nodes)."""
+    return request.app.state.launcher
+
+
+def get_validator(request: Request) -> Validator:
+    """The worker process that parses and validates specs."""
+    return request.app.state.validator
+
+
+def get_view_cache(request: Request) -> ViewCache:
+    """The short-lived cache of polled views."""
+    return request.app.state.view_cache
+
+
+def get_wake(request: Request) -> Callable[[], None]:
+    """Wakes the supervisor at once (after a submit or a status change)."""
+    return request.app.state.wake
 
 
 def require_token(request: Request, settings: Annotated[Settings, Depends(get_settings)]) -> None:
@@ -46,3 +71,7 @@ def require_token(request: Request, settings: Annotated[Settings, Depends(get_se
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
+LauncherDep = Annotated[Launcher, Depends(get_launcher)]
+ValidatorDep = Annotated[Validator, Depends(get_validator)]
+ViewCacheDep = Annotated[ViewCache, Depends(get_view_cache)]
+WakeDep = Annotated[Callable[[], None], Depends(get_wake)]

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated
 
-import yaml
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
-from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 import tuner
 from tuner import _purge, service
-from tuner.api._deps import SettingsDep, StoreDep, require_token
-from tuner.api._models import (
+from tuner import algorithms as registry
+from tuner.api._cache import ViewCache
+from tuner.api._deps import (
+    LauncherDep,
+    SettingsDep,
+    StoreDep,
+    ValidatorDep,
+    ViewCacheDep,
+    WakeDep,
+    require_token,
+)
+from tuner.api._procs import in_fresh_process
+from tuner.store import STATUSES, ExperimentRecord, Store
+from tuner.views import (
     AlgorithmInfo,
     ClusterView,
     ExperimentList,
@@ -26,49 +34,17 @@ from tuner.api._models import (
     Problem,
     TrialList,
     TrialMetrics,
-    TrialOut,
+    with_mlflow_url,
 )
-from tuner.api._procs import in_fresh_process
-from tuner.settings import Settings
-from tuner.spec import ExperimentSpec
-from tuner.store import STATUSES, ExperimentRecord, Store
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(require_token)])
 public = APIRouter(prefix="/api/v1")
 NOT_FOUND = {404: {"model": Problem}}
-_TRIALS_DIR = Path(tuner.__file__).parent / "trials"
-_SPACES = Path(tuner.__file__).parent / "search_spaces" / "defaults.yaml"
-
-
-def _mlflow_url(settings: Settings, experiment_id: str | None, run_id: str | None) -> str | None:
-    if not (experiment_id and run_id):
-        return None
-    return f"{settings.mlflow_ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def experiment_view(store: Store, rec: ExperimentRecord) -> ExperimentView:
     """The public view of a stored sweep."""
-    spec = rec.spec
-    return ExperimentView(
-        id=rec.id,
-        name=rec.name,
-        status=rec.status,
-        algorithm=spec.get("algorithm", ""),
-        env=spec.get("env", ""),
-        metric=spec.get("metric", ""),
-        mode=spec.get("mode", "max"),
-        spec=spec,
-        warnings=rec.warnings,
-        trial_counts=store.trial_counts(rec.id),
-        best=rec.best,
-        mlflow=rec.mlflow,
-        error=rec.error,
-        attempts=rec.attempts,
-        job_id=rec.job_id,
-        created_at=rec.created_at,
-        started_at=rec.started_at,
-        finished_at=rec.finished_at,
-    )
+    return ExperimentView.from_record(rec, store.trial_counts(rec.id))
 
 
 def _get(store: Store, experiment_id: str) -> ExperimentRecord:
@@ -78,35 +54,10 @@ def _get(store: Store, experiment_id: str) -> ExperimentRecord:
     return rec
 
 
-class ViewCache:
-    """The rendered JSON of polled views, kept `ttl_s` seconds: fifty pages polling one
-    sweep cost one query and one serialization, not fifty. The API's own writes (stop,
-    resume, delete) drop a sweep's entries at once."""
-
-    def __init__(self, ttl_s: float) -> None:
-        self.ttl_s = ttl_s
-        self._items: dict[str, tuple[float, bytes]] = {}
-
-    async def get(self, key: str, render: Callable[[], BaseModel]) -> Response:
-        """The cached body for `key`, or render() (in a worker thread) and cache it."""
-        now = time.monotonic()
-        hit = self._items.get(key)
-        if hit is None or hit[0] <= now:
-            body = (await run_in_threadpool(render)).model_dump_json().encode()
-            if len(self._items) > 2000:
-                self._items = {k: v for k, v in self._items.items() if v[0] > now}
-            hit = self._items[key] = (now + self.ttl_s, body)
-        return Response(hit[1], media_type="application/json")
-
-    def invalidate(self, experiment_id: str) -> None:
-        """Forgets every cached view of one sweep."""
-        for key in [k for k in self._items if k.startswith(f"{experiment_id}/")]:
-            self._items.pop(key, None)
-
-
 def _change(
-    request: Request,
     store: Store,
+    cache: ViewCache,
+    wake: Callable[[], None],
     experiment_id: str,
     action: Callable[[Store, str], ExperimentRecord],
 ) -> ExperimentView:
@@ -117,8 +68,8 @@ def _change(
         rec = action(store, experiment_id)
     except service.Conflict as err:
         raise _conflict(err) from None
-    request.app.state.view_cache.invalidate(experiment_id)
-    request.app.state.wake()
+    cache.invalidate(experiment_id)
+    wake()
     return experiment_view(store, rec)
 
 
@@ -127,10 +78,9 @@ def _conflict(err: service.Conflict) -> HTTPException:
 
 
 @public.get("/healthz", response_model=Health, tags=["service"])
-def healthz(request: Request, store: StoreDep) -> Health:
+def healthz(store: StoreDep, launcher: LauncherDep) -> Health:
     """Liveness: the store answers; the Ray address the service submits to."""
     store.count_by_status({"RUNNING"})
-    launcher = request.app.state.launcher
     return Health(
         status="ok",
         version=tuner.__version__,
@@ -171,20 +121,27 @@ _SPEC_BODY = {
     openapi_extra=_SPEC_BODY,
     tags=["experiments"],
 )
-async def create_experiment(request: Request, store: StoreDep) -> ExperimentView:
+async def create_experiment(
+    request: Request,
+    store: StoreDep,
+    settings: SettingsDep,
+    launcher: LauncherDep,
+    validator: ValidatorDep,
+    wake: WakeDep,
+) -> ExperimentView:
     """Validates a spec (JSON or YAML body) and queues the sweep; returns at once.
 
     422: `detail` lists each problem as {loc (field path), msg, value}, including a
     trial that needs more CPUs / GPUs than the cluster's nodes have."""
     yaml_body = _body_kind(request)
     nodes = None
-    if request.app.state.settings.cluster_fit_check:
-        nodes = await run_in_threadpool(request.app.state.launcher.cluster_nodes)
-    checked = await request.app.state.validator.check(await request.body(), yaml_body, nodes)
+    if settings.cluster_fit_check:
+        nodes = await run_in_threadpool(launcher.cluster_nodes)
+    checked = await validator.check(await request.body(), yaml_body, nodes)
     if "issues" in checked:
         raise HTTPException(422, detail=checked["issues"])
     rec = await run_in_threadpool(service.submit, store, checked["spec"], checked["warnings"])
-    request.app.state.wake()
+    wake()
     return await run_in_threadpool(experiment_view, store, rec)
 
 
@@ -212,9 +169,9 @@ def list_experiments(
     responses=NOT_FOUND,
     tags=["experiments"],
 )
-async def get_experiment(experiment_id: str, request: Request, store: StoreDep) -> Response:
+async def get_experiment(experiment_id: str, store: StoreDep, cache: ViewCacheDep) -> Response:
     """Spec, status, trial counts, best trial (config, metric, checkpoint), MLflow links."""
-    return await request.app.state.view_cache.get(
+    return await cache.get(
         f"{experiment_id}/view", lambda: experiment_view(store, _get(store, experiment_id))
     )
 
@@ -226,7 +183,7 @@ async def get_experiment(experiment_id: str, request: Request, store: StoreDep) 
     tags=["experiments"],
 )
 async def list_trials(
-    experiment_id: str, request: Request, store: StoreDep, settings: SettingsDep
+    experiment_id: str, store: StoreDep, settings: SettingsDep, cache: ViewCacheDep
 ) -> Response:
     """Every trial: status, sampled values, progress, metric, error, node, MLflow run."""
 
@@ -234,14 +191,12 @@ async def list_trials(
         rec = _get(store, experiment_id)
         mlflow_exp = (rec.mlflow or {}).get("experiment_id")
         items = [
-            TrialOut(
-                **t.model_dump(), mlflow_url=_mlflow_url(settings, mlflow_exp, t.mlflow_run_id)
-            )
+            with_mlflow_url(t, settings.mlflow_ui_url, mlflow_exp)
             for t in store.list_trials(experiment_id)
         ]
         return TrialList(items=items)
 
-    return await request.app.state.view_cache.get(f"{experiment_id}/trials", render)
+    return await cache.get(f"{experiment_id}/trials", render)
 
 
 @router.get(
@@ -262,7 +217,7 @@ def trial_metrics(
         raise HTTPException(404, detail=f"no trial {trial_id!r} in sweep {experiment_id!r}")
     wanted = [k for k in keys.split(",") if k] if keys else None
     points = store.metric_history(experiment_id, trial_id, keys=wanted)
-    return TrialMetrics(trial_id=trial_id, points=[p.model_dump() for p in points])
+    return TrialMetrics(trial_id=trial_id, points=points)
 
 
 @router.get(
@@ -289,11 +244,13 @@ def metric_series(
     responses={**NOT_FOUND, 409: {"model": Problem}},
     tags=["experiments"],
 )
-def stop_experiment(experiment_id: str, request: Request, store: StoreDep) -> ExperimentView:
+def stop_experiment(
+    experiment_id: str, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
+) -> ExperimentView:
     """Stops a sweep (STOPPING, then STOPPED): Tune saves its state and the trials end,
     resumable from their last checkpoint; a job that does not end within
     TUNER_STOP_TIMEOUT_S is stopped through Ray."""
-    return _change(request, store, experiment_id, service.request_stop)
+    return _change(store, cache, wake, experiment_id, service.request_stop)
 
 
 @router.post(
@@ -303,9 +260,11 @@ def stop_experiment(experiment_id: str, request: Request, store: StoreDep) -> Ex
     responses={**NOT_FOUND, 409: {"model": Problem}},
     tags=["experiments"],
 )
-def resume_experiment(experiment_id: str, request: Request, store: StoreDep) -> ExperimentView:
+def resume_experiment(
+    experiment_id: str, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
+) -> ExperimentView:
     """Continues a STOPPED or FAILED sweep from Tune's state (same MLflow parent run)."""
-    return _change(request, store, experiment_id, service.resume)
+    return _change(store, cache, wake, experiment_id, service.resume)
 
 
 @router.delete(
@@ -316,8 +275,9 @@ def resume_experiment(experiment_id: str, request: Request, store: StoreDep) -> 
 )
 async def delete_experiment(
     experiment_id: str,
-    request: Request,
     store: StoreDep,
+    settings: SettingsDep,
+    cache: ViewCacheDep,
     purge: Annotated[
         bool,
         Query(
@@ -335,9 +295,8 @@ async def delete_experiment(
         rec = await run_in_threadpool(service.delete, store, experiment_id)
     except service.Conflict as err:
         raise _conflict(err) from None
-    request.app.state.view_cache.invalidate(experiment_id)
+    cache.invalidate(experiment_id)
     if purge:
-        settings = request.app.state.settings
         try:
             out = await in_fresh_process(
                 _purge.purge,
@@ -366,10 +325,9 @@ async def delete_experiment(
 
 
 @router.get("/cluster", response_model=ClusterView, tags=["service"])
-def cluster(request: Request) -> ClusterView:
+def cluster(launcher: LauncherDep) -> ClusterView:
     """The Ray cluster's alive nodes with their CPUs, GPUs and custom resources: what
     a sweep's trials can be placed on (the same list `POST /experiments` checks)."""
-    launcher = request.app.state.launcher
     nodes = launcher.cluster()
     views = [
         NodeView(
@@ -394,21 +352,6 @@ def cluster(request: Request) -> ClusterView:
 
 @router.get("/algorithms", response_model=list[AlgorithmInfo], tags=["algorithms"])
 def algorithms() -> list[AlgorithmInfo]:
-    """Algorithms and presets, with each one's settings and default search space."""
-    presets = yaml.safe_load((_TRIALS_DIR / "presets.yaml").read_text())
-    spaces = yaml.safe_load(_SPACES.read_text())
-    out = []
-    for name in ExperimentSpec.model_fields["algorithm"].annotation.__args__:
-        preset = presets.get(name, {})
-        base = preset.get("algorithm", name)
-        out.append(
-            AlgorithmInfo(
-                name=name,
-                base_algorithm=base,
-                doc=preset.get("doc"),
-                preset_config=preset.get("config", {}),
-                default_space=spaces.get(base, {}).get("space", {}),
-                warnings=preset.get("warnings", []),
-            )
-        )
-    return out
+    """Algorithms and presets: base algorithm, what each supports, its fixed settings,
+    performance defaults and default search space (the registry, tuner/algorithms)."""
+    return registry.algorithms()

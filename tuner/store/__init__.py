@@ -1,13 +1,8 @@
 """Durable store: experiments (sweeps), trials and per-iteration metrics (SQLAlchemy + Alembic)."""
 
-from tuner.store._models import (
-    STATUSES,
-    TERMINAL,
-    ExperimentRecord,
-    MetricPoint,
-    TrialRecord,
-)
+from tuner.store._models import STATUSES, TERMINAL, ExperimentRecord
 from tuner.store._store import Store
+from tuner.views import MetricPoint
 
 __all__ = [
     "STATUSES",
@@ -15,5 +10,4 @@ __all__ = [
     "ExperimentRecord",
     "MetricPoint",
     "Store",
-    "TrialRecord",
 ]

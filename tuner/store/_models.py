@@ -1,4 +1,9 @@
-"""Tables (SQLAlchemy ORM) and the plain records the store returns (pydantic)."""
+"""Tables (SQLAlchemy ORM), and the record of a sweep's service state.
+
+Trials and metric points leave the store as the public views of tuner/views.py
+(converted once, from the rows); a sweep leaves it as an ExperimentRecord, the service's
+own state (job id, attempts, stop flag, Tune path), which `ExperimentView.from_record`
+turns into what users see."""
 
 from __future__ import annotations
 
@@ -132,7 +137,7 @@ class MetricPointRow(Base):
 
 
 class ExperimentRecord(BaseModel):
-    """A sweep as the store returns it."""
+    """A sweep's service state as the store returns it (not a public view)."""
 
     model_config = ConfigDict(from_attributes=True)
 
@@ -152,37 +157,3 @@ class ExperimentRecord(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     updated_at: datetime
-
-
-class TrialRecord(BaseModel):
-    """A trial as the store returns it."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    experiment_id: str
-    trial_id: str
-    status: str
-    config: dict[str, Any]
-    seed: int | None = None
-    iterations: int = 0
-    env_steps: int = 0
-    metric: float | None = None
-    best_metric: float | None = None
-    error: str | None = None
-    node_id: str | None = None
-    node_ip: str | None = None
-    device: str | None = None
-    checkpoint: str | None = None
-    mlflow_run_id: str | None = None
-    updated_at: datetime
-
-
-class MetricPoint(BaseModel):
-    """One iteration of one trial: its step counts and reported metric values."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    iteration: int
-    env_steps: int = 0
-    time_s: float = 0.0
-    values: dict[str, float] = {}

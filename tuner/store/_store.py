@@ -32,12 +32,11 @@ from tuner.store._models import (
     TERMINAL,
     ExperimentRecord,
     ExperimentRow,
-    MetricPoint,
     MetricPointRow,
-    TrialRecord,
     TrialRow,
     utcnow,
 )
+from tuner.views import MetricPoint, TrialView
 
 T = TypeVar("T")
 BULK = {"synchronize_session": False}  # plain UPDATE/DELETE: sessions are short, nothing to sync
@@ -47,7 +46,11 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_ATTEMPTS = 5  # retries of an insert-or-update that lost a race to another process
 
 EXPERIMENT_FIELDS = set(ExperimentRecord.model_fields) - {"id", "created_at"}
-TRIAL_FIELDS = set(TrialRecord.model_fields) - {"experiment_id", "trial_id", "updated_at"}
+TRIAL_FIELDS = {c.name for c in TrialRow.__table__.columns} - {
+    "experiment_id",
+    "trial_id",
+    "updated_at",
+}
 TRIAL_DEFAULTS: dict[str, Any] = {
     "status": "PENDING",
     "config": {},
@@ -282,7 +285,7 @@ class Store:
 
         self._write(work)
 
-    def list_trials(self, experiment_id: str) -> list[TrialRecord]:
+    def list_trials(self, experiment_id: str) -> list[TrialView]:
         """A sweep's trials, ordered by trial id."""
         query = (
             select(TrialRow)
@@ -290,13 +293,13 @@ class Store:
             .order_by(TrialRow.trial_id)
         )
         with self._sessions() as session:
-            return [TrialRecord.model_validate(r) for r in session.scalars(query)]
+            return [TrialView.model_validate(r) for r in session.scalars(query)]
 
-    def get_trial(self, experiment_id: str, trial_id: str) -> TrialRecord | None:
+    def get_trial(self, experiment_id: str, trial_id: str) -> TrialView | None:
         """One trial, or None."""
         with self._sessions() as session:
             row = session.get(TrialRow, (experiment_id, trial_id))
-            return TrialRecord.model_validate(row) if row else None
+            return TrialView.model_validate(row) if row else None
 
     def trial_counts(self, experiment_id: str) -> dict[str, int]:
         """How many of a sweep's trials are in each status."""

@@ -14,12 +14,12 @@ from tuner.trials._algorithms import (
 )
 from tuner.trials._envs import check_env, make_env, register_env
 from tuner.trials._evaluate import Evaluation, evaluate_checkpoint
-from tuner.trials._mlflow import MLflowTracker
+from tuner.trials._mlflow_tracker import MLflowTracker, TrackingConfig
 from tuner.trials._resources import check_fits, trial_resources
 from tuner.trials._run import StorageError, ensure_ray, latest_run, run_sweep, summarise
-from tuner.trials._summary import BestTrial, MlflowLinks, SweepSummary, TrackingConfig, TrialView
 from tuner.trials._tuner import build_tuner, param_space, sampled_values
 from tuner.trials._validate import search_space, validate_spec
+from tuner.views import BestTrial, MlflowLinks, SweepSummary, TrialView
 
 __all__ = [
     "TRAINABLES",

@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     if rec is None:
         print(f"no experiment {args.experiment_id!r} in the store", file=sys.stderr)
         return 2
-    from tuner.trials import run_sweep, search_space
+    from tuner.search_spaces import resolve_space
+    from tuner.trials import run_sweep
     from tuner.trials._graceful import GracefulStop, StopRequested
     from tuner.trials._store_callback import StoreRecorder
 
@@ -49,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         spec = parse_spec(rec.spec)
         name = rec.id  # the Tune run directory and the MLflow parent run are named by id
         store.update_experiment(rec.id, tune_path=f"{settings.tune_storage.rstrip('/')}/{name}")
+        space = resolve_space(spec)  # once: the recorder and the sweep share it
         recorder = StoreRecorder(
-            settings.store_url, rec.id, spec.metric, spec.mode, list(search_space(spec)), spec.seed
+            settings.store_url, rec.id, spec.metric, spec.mode, list(space), spec.seed
         )
         summary = run_sweep(
             spec,
@@ -68,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             tracking=_tracking(settings, spec.name),
             stoppers=[StopRequested(settings.store_url, rec.id)],
             check_fit=settings.cluster_fit_check,
+            space=space,
         )
     except SpecError as err:
         store.update_experiment(rec.id, error=str(err))
@@ -93,10 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint=trial.checkpoint,
             mlflow_run_id=trial.mlflow_run_id,
         )
-    best = None
-    if summary.best:
-        best = summary.best.model_dump(mode="json")
-        best["mlflow_run_id"] = summary.mlflow.best_run_id if summary.mlflow else None
+    best = summary.best.model_dump(mode="json") if summary.best else None
     status = "STOPPED" if stopped else summary.status
     store.update_experiment(
         rec.id,

@@ -15,7 +15,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.algorithms.appo import APPO
@@ -25,9 +24,9 @@ from ray.rllib.algorithms.ppo import PPO
 from ray.rllib.algorithms.sac import SAC
 from ray.tune.result import TRIAL_INFO
 
+from tuner import algorithms as registry
 from tuner.spec import ExperimentSpec
 
-_PRESETS_FILE = Path(__file__).with_name("presets.yaml")
 CHECKPOINT_META = "tuner.json"  # env and algorithm of a checkpoint, for `tuner evaluate`
 MODEL_PREFIX = "model."
 ENV_CONFIG_PREFIX = "env_config."
@@ -133,15 +132,23 @@ TRAINABLES: dict[str, type[Algorithm]] = {
 }
 
 
-@cache
 def presets() -> dict[str, dict[str, Any]]:
-    """Named presets (presets.yaml): algorithm, doc, config, warnings."""
-    return yaml.safe_load(_PRESETS_FILE.read_text())
+    """Named presets (tuner/algorithms/presets.yaml): algorithm, doc, config, warnings."""
+    return {
+        e.name: {
+            "algorithm": e.base_algorithm,
+            "doc": e.doc,
+            "config": e.preset_config,
+            "warnings": e.warnings,
+        }
+        for e in registry.algorithms()
+        if e.preset_config or e.warnings
+    }
 
 
 def preset_warnings(algorithm: str) -> list[str]:
     """Warnings a preset carries (settings RLlib accepts but ignores)."""
-    return list(presets().get(algorithm, {}).get("warnings", []))
+    return list(registry.get(algorithm).warnings)
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -171,9 +178,10 @@ def rllib_keys(base_algorithm: str) -> frozenset[str]:
 
 
 def fixed_settings(spec: ExperimentSpec) -> dict[str, Any]:
-    """The preset's settings with the spec's own `config` merged over them."""
-    preset = presets().get(spec.algorithm, {}).get("config", {})
-    return deep_merge(preset, spec.config)
+    """The algorithm's performance defaults, the preset's settings over them, and the
+    spec's own `config` over both (the registry: tuner/algorithms)."""
+    entry = registry.get(spec.algorithm)
+    return deep_merge(deep_merge(entry.performance_defaults, entry.preset_config), spec.config)
 
 
 def build_config(spec: ExperimentSpec, env_name: str | None = None) -> AlgorithmConfig:

@@ -16,23 +16,18 @@ from typing import Any
 from ray import tune
 from ray.tune.stopper import Stopper
 
+from tuner.search_spaces import Domain, resolve_space
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import fixed_settings
 from tuner.trials._interrupt import InterruptWatch
-from tuner.trials._mlflow import MLflowTracker
+from tuner.trials._mlflow_tracker import MLflowTracker, TrackingConfig
 from tuner.trials._progress import RichProgress
 from tuner.trials._resources import alive_nodes, check_fits
 from tuner.trials._stoppers import lookup
-from tuner.trials._summary import (
-    BestTrial,
-    MlflowLinks,
-    SweepSummary,
-    TrackingConfig,
-    better,
-    trial_view_from_result,
-)
+from tuner.trials._summary import better, trial_view_from_result
 from tuner.trials._tuner import build_tuner, restore_tuner, sampled_values
-from tuner.trials._validate import search_space, validate_spec
+from tuner.trials._validate import validate_spec
+from tuner.views import BestTrial, MlflowLinks, SweepSummary
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -142,9 +137,11 @@ def summarise(
     result_grid: Any,
     warnings: Sequence[str] = (),
     interrupted: bool = False,
+    space: dict[str, Domain] | None = None,
 ) -> SweepSummary:
-    """The SweepSummary of a finished (or, `interrupted`, stopped) Tune run."""
-    keys = list(search_space(spec))
+    """The SweepSummary of a finished (or, `interrupted`, stopped) Tune run over the
+    resolved `space`."""
+    keys = list(resolve_space(spec) if space is None else space)
     trials = []
     best: BestTrial | None = None
     # ResultGrid has no public trial status; its analysis holds the Trial objects.
@@ -227,21 +224,26 @@ def run_sweep(
     tracking: TrackingConfig | None = None,
     stoppers: Sequence[Stopper] = (),
     check_fit: bool = True,
+    space: dict[str, Domain] | None = None,
 ) -> SweepSummary:
     """Runs (or, with resume, continues) the spec's sweep and returns its summary.
+
+    `space` is the resolved search space (tuner.search_spaces.resolve_space), resolved
+    here when not given; every part of the sweep uses this one.
 
     With `tracking`, every trial is a nested MLflow run under the sweep's run.
     Raises SpecError before any trial starts when the spec cannot run here (with
     `check_fit`, also when one trial needs more than the cluster's alive nodes have).
     """
-    warnings = validate_spec(spec)
+    space = resolve_space(spec) if space is None else space
+    warnings = validate_spec(spec, space=space)
     ensure_ray(ray_address)
     if check_fit:
         check_fits(spec, alive_nodes())
     storage_path = str(storage_path)
     if "://" not in storage_path:
         storage_path = str(Path(storage_path).absolute())
-    space_keys = list(search_space(spec))
+    space_keys = list(space)
     previous = None
     if resume:
         previous = run_dir(storage_path, name) if name else latest_run(storage_path, spec.name)
@@ -268,16 +270,21 @@ def run_sweep(
         cbs.append(RichProgress(spec.metric, space_keys, stderr=progress_to_stderr))
     if previous is not None:
         print(f"resuming {previous}", file=sys.stderr)
-        tuner = restore_tuner(spec, previous, callbacks=cbs)
+        tuner = restore_tuner(spec, space, previous, callbacks=cbs)
     else:
         tuner = build_tuner(
-            spec, storage_path=storage_path, name=name, callbacks=cbs, stoppers=list(stoppers)
+            spec,
+            space,
+            storage_path=storage_path,
+            name=name,
+            callbacks=cbs,
+            stoppers=list(stoppers),
         )
     with _signal_handlers_restored():  # Tune's and ours stay inside the fit
         result_grid = tuner.fit()
     # GracefulStop.interrupted covers the stop_all fallback, where no handler ran
     interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
-    summary = summarise(spec, result_grid, warnings, interrupted=interrupted)
+    summary = summarise(spec, result_grid, warnings, interrupted=interrupted, space=space)
     summary.path = with_scheme(summary.path, storage_path)
     for trial in summary.trials:
         trial.checkpoint = with_scheme(trial.checkpoint, storage_path)
@@ -292,6 +299,8 @@ def run_sweep(
             model_version=out["model_version"],
             url=tracking.run_url(out["experiment_id"], out["parent_run_id"]),
         )
+        if summary.best is not None:
+            summary.best.mlflow_run_id = out["best_run_id"]
     return summary
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from tuner.trials._mlflow import result_metrics
+from tuner.trials._mlflow_metrics import result_metrics
 from tuner.trials._summary import better
 from tuner.trials._tuner import sampled_values
 

@@ -22,7 +22,6 @@ from tuner.trials._algorithms import (
 from tuner.trials._envs import register_env
 from tuner.trials._schedulers import build_scheduler
 from tuner.trials._stoppers import SweepStopper, lookup
-from tuner.trials._validate import search_space
 
 # Tune raises when the metric is missing from a result, but evaluation keys exist
 # only on evaluating iterations and episode returns only once an episode ended.
@@ -85,14 +84,15 @@ def build_stopper(spec: ExperimentSpec) -> SweepStopper:
 
 def build_tuner(
     spec: ExperimentSpec,
+    space: dict[str, Domain],
     *,
     storage_path: str,
     name: str,
     callbacks: list[tune.Callback] | None = None,
     stoppers: list[Stopper] | None = None,
 ) -> tune.Tuner:
-    """A Tuner that runs the spec's sweep, its state under storage_path/name."""
-    space = search_space(spec)
+    """A Tuner that runs the spec's sweep over the resolved `space`, its state under
+    storage_path/name."""
     ckpt = spec.checkpoint
     run_config = RunConfig(
         name=name,
@@ -130,7 +130,10 @@ def build_tuner(
 
 
 def restore_tuner(
-    spec: ExperimentSpec, path: str, callbacks: list[tune.Callback] | None = None
+    spec: ExperimentSpec,
+    space: dict[str, Domain],
+    path: str,
+    callbacks: list[tune.Callback] | None = None,
 ) -> tune.Tuner:
     """Continues an interrupted sweep from Tune's experiment state at `path`.
 
@@ -140,7 +143,7 @@ def restore_tuner(
     tuner = tune.Tuner.restore(
         path,
         trainable=trainable_for(spec),
-        param_space=param_space(spec, search_space(spec)),
+        param_space=param_space(spec, space),
         resume_unfinished=True,
         resume_errored=False,
         restart_errored=False,

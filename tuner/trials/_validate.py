@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.search_spaces import Domain, default_space
+from tuner.search_spaces import Domain, resolve_space
 from tuner.spec import ExperimentSpec, SpecError, SpecIssue
 from tuner.trials._algorithms import (
     ENV_CONFIG_PREFIX,
@@ -36,10 +36,8 @@ _OWNED_BY_SPEC = {
 
 
 def search_space(spec: ExperimentSpec) -> dict[str, Domain]:
-    """The spec's search space, or the algorithm's default when omitted."""
-    if spec.search.space is not None:
-        return dict(spec.search.space)
-    return default_space(spec.base_algorithm)
+    """The space the spec's sweep searches (tuner.search_spaces.resolve_space)."""
+    return resolve_space(spec)
 
 
 def validate_spec(
@@ -47,8 +45,10 @@ def validate_spec(
     *,
     build_env: bool = True,
     allowed_env_modules: Sequence[str] | None = None,
+    space: dict[str, Domain] | None = None,
 ) -> list[str]:
-    """Checks what only RLlib can check; returns warnings, raises SpecError.
+    """Checks what only RLlib can check; returns warnings, raises SpecError. `space` is
+    the resolved search space (resolved here when not given).
 
     With `allowed_env_modules` (the service), an import-path env must live under one of
     those module prefixes; it is checked before anything is imported."""
@@ -91,7 +91,7 @@ def validate_spec(
             "noisy=True is accepted but has no effect on RLlib 2.60's new API "
             "stack: exploration stays epsilon-greedy"
         )
-    for key, dom in search_space(spec).items():
+    for key, dom in (resolve_space(spec) if space is None else space).items():
         prefix = next((p for p in (MODEL_PREFIX, ENV_CONFIG_PREFIX) if key.startswith(p)), None)
         if prefix:
             if not key[len(prefix) :] or "." in key[len(prefix) :]:

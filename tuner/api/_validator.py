@@ -1,0 +1,72 @@
+"""Request bodies parsed and validated in a spawned worker process, with a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from tuner import _checks
+
+
+def _one_issue(loc: str, msg: str) -> dict[str, Any]:
+    return {"issues": [{"loc": loc, "value": None, "msg": msg}]}
+
+
+class Validator:
+    """Parses and validates request bodies in one spawned worker process (RLlib loaded
+    there, never here), with a deadline; a worker that hangs or dies is replaced."""
+
+    def __init__(self, allowed_env_modules: list[str], timeout_s: float = 120) -> None:
+        self.allowed = allowed_env_modules
+        self.timeout_s = timeout_s
+        self._pool = self._new()
+
+    @staticmethod
+    def _new() -> ProcessPoolExecutor:
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        pool.submit(_checks.warm_up)
+        return pool
+
+    async def check(
+        self, raw: bytes, yaml_body: bool, nodes: list[dict[str, float]] | None = None
+    ) -> dict[str, Any]:
+        """{"spec", "warnings"} or {"issues"}; never raises for a bad body. With `nodes`,
+        a trial that fits none of them is an issue too."""
+        future = None
+        try:
+            future = self._pool.submit(_checks.check_body, raw, yaml_body, self.allowed, nodes)
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
+        except asyncio.CancelledError:
+            if future is None or not future.cancelled():
+                raise  # this request itself was cancelled (client gone, shutdown)
+            # another request's timeout replaced the worker before this one ran
+            return _one_issue("(spec)", "validation was interrupted; send the spec again")
+        except (TimeoutError, BrokenProcessPool) as err:
+            self.restart()
+            why = "timed out" if isinstance(err, TimeoutError) else "crashed"
+            return {
+                "issues": [
+                    {
+                        "loc": "(spec)",
+                        "value": None,
+                        "msg": f"validation {why} (the env constructor or the body)",
+                    }
+                ]
+            }
+
+    def restart(self) -> None:
+        """Kills the worker (its own process) and starts a fresh one."""
+        old = self._pool
+        for process in list(getattr(old, "_processes", {}).values()):
+            process.kill()
+        old.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._new()
+
+    def close(self) -> None:
+        """Stops the worker."""
+        for process in list(getattr(self._pool, "_processes", {}).values()):
+            process.kill()
+        self._pool.shutdown(wait=False, cancel_futures=True)

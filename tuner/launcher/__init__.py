@@ -1,0 +1,184 @@
+"""Where sweeps run: the Ray cluster (the embedded head or TUNER_RAY_ADDRESS's), its
+jobs and its nodes. Public Ray interfaces only: the dashboard's Jobs REST API and its
+state API, over HTTP with a deadline on every request.
+
+- `_head.py`: EmbeddedHead, the one-node head started when no cluster is configured
+- `_jobs.py`: RayJobs, submit / status / stop / logs of the sweeps' driver jobs
+- `_cluster.py`: ClusterNodes, the alive nodes and their resources
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from tuner.launcher._cluster import ClusterNodes
+from tuner.launcher._head import EmbeddedHead
+from tuner.launcher._jobs import (
+    JOB_TERMINAL,
+    JobNotFound,
+    JobsError,
+    JobsTimedOut,
+    JobsUnavailable,
+    RayJobs,
+)
+from tuner.settings import Settings
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.split("://")[-1].split(":")[0]
+    return host in {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+class Launcher:
+    """The service's handle on its cluster: which one (start), its jobs, its nodes."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.address: str | None = settings.ray_address
+        self.head = EmbeddedHead(settings)
+        self._jobs: RayJobs | None = None
+        self._nodes: ClusterNodes | None = None
+        self._ready = False
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+
+    # -- which cluster ----------------------------------------------------------------
+
+    def start(self, num_cpus: int | None = None, wait_s: float = 90) -> str:
+        """Connects to the configured cluster or starts / reuses the embedded head."""
+        if self.address and self._ready:
+            return self.address
+        deadline = time.monotonic() + wait_s
+        if self.address:  # once: a busy job server must not stall every submit
+            self._wait_for_job_agent(self.address, time.monotonic() + wait_s / 3)
+            self._ready = True
+            return self.address
+        known = self.head.known()
+        if known:
+            self.address, self._ready = known, True
+            return known
+        url = self.head.start(num_cpus, deadline)
+        self._wait_for_job_agent(url, deadline)
+        self.address, self._ready = url, True
+        return url
+
+    def _wait_for_job_agent(self, url: str, deadline: float) -> None:
+        jobs = RayJobs(url, self.settings.ray_request_timeout_s)
+        while time.monotonic() < deadline:
+            try:
+                jobs.list()
+                return
+            except JobsError:  # the job agent comes up after the dashboard
+                time.sleep(0.5)
+
+    @property
+    def temp_dir(self) -> str:
+        """The embedded head's Ray temp dir (see EmbeddedHead)."""
+        return self.head.temp_dir
+
+    @property
+    def head_file(self) -> Any:
+        """Where the embedded head is recorded."""
+        return self.head.head_file
+
+    @property
+    def started_head(self) -> bool:
+        """Whether this process started the embedded head (and so stops it)."""
+        return self.head.started
+
+    def stop_head(self, timeout_s: float = 10) -> None:
+        """Stops the embedded head if this process started it."""
+        self.head.stop(timeout_s)
+
+    # -- jobs -------------------------------------------------------------------------
+
+    @property
+    def jobs(self) -> RayJobs:
+        """The cluster's Jobs API (starting or reaching the cluster first)."""
+        if self._jobs is None:
+            self._jobs = RayJobs(self.start(), self.settings.ray_request_timeout_s)
+        return self._jobs
+
+    def job_env(self) -> dict[str, str]:
+        """The TUNER_* settings (and PYTHONPATH) a driver needs, resolved to absolute."""
+        s = self.settings
+        env = {
+            "TUNER_DATA_DIR": str(s.data_path),
+            "TUNER_STORAGE_PATH": s.tune_storage,
+            "TUNER_MLFLOW_TRACKING_URI": s.tracking_uri,
+            "TUNER_MLFLOW_UI_URL": s.mlflow_ui_url,
+            "TUNER_DATABASE_URL": s.store_url,
+            "TUNER_CLUSTER_FIT_CHECK": str(s.cluster_fit_check).lower(),
+            "TUNER_STOP_TIMEOUT_S": str(s.stop_timeout_s),
+            "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token"),
+        }
+        if not s.mlflow_tracking_uri:
+            env.pop("TUNER_MLFLOW_TRACKING_URI")  # embedded: the driver derives the same
+        paths = [os.getcwd(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in dict.fromkeys(paths) if p)
+        return env
+
+    def submit(self, experiment_id: str, job_id: str, resume: bool) -> str:
+        """Submits the driver of one sweep as job `job_id` (idempotent); returns the id."""
+        python = self.settings.driver_python or (
+            sys.executable if _is_loopback(self.start()) else "python"
+        )
+        entrypoint = f"{python} -m tuner.trials {experiment_id}" + (" --resume" if resume else "")
+        return self.jobs.submit(
+            job_id,
+            entrypoint,
+            env_vars=self.job_env(),
+            metadata={"tuner.experiment_id": experiment_id},
+        )
+
+    def status(self, job_id: str) -> str | None:
+        """The job's status (PENDING RUNNING STOPPED SUCCEEDED FAILED), None if the job
+        server does not know it; JobsError if it cannot say (never taken for a dead
+        driver)."""
+        return self.jobs.status(job_id)
+
+    def stop(self, job_id: str) -> None:
+        """Hard-stops a job (SIGTERM, then SIGKILL by Ray)."""
+        try:
+            self.jobs.stop(job_id)
+        except JobsError:
+            pass
+
+    def logs_tail(self, job_id: str, chars: int = 3000) -> str:
+        """The end of a job's driver log (for a failed sweep's error)."""
+        try:
+            return self.jobs.logs(job_id)[-chars:]
+        except JobsError:  # the log is a courtesy; the sweep's outcome is not
+            return ""
+
+    # -- nodes ------------------------------------------------------------------------
+
+    def cluster(self, max_age_s: float = 10) -> list[dict[str, Any]] | None:
+        """Each alive node: {node_id, node_ip, is_head, resources ({"CPU": 16.0, "GPU":
+        1.0, ...})}; [] while no node has registered yet (a head just started); None
+        when the cluster cannot say (not started, unreachable)."""
+        if self.address is None:
+            return None
+        if self._nodes is None or self._nodes.address != self.address.rstrip("/"):
+            self._nodes = ClusterNodes(self.address, self.settings.ray_request_timeout_s)
+        return self._nodes.nodes(max_age_s)
+
+    def cluster_nodes(self, max_age_s: float = 10) -> list[dict[str, float]] | None:
+        """Total resources of each alive node (see `cluster`), for the fit check."""
+        nodes = self.cluster(max_age_s)
+        return [n["resources"] for n in nodes] if nodes else None  # none: the driver checks
+
+
+__all__ = [
+    "JOB_TERMINAL",
+    "ClusterNodes",
+    "EmbeddedHead",
+    "JobNotFound",
+    "JobsError",
+    "JobsTimedOut",
+    "JobsUnavailable",
+    "Launcher",
+    "RayJobs",
+]

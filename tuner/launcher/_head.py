@@ -1,0 +1,156 @@
+"""The embedded one-node Ray head the service starts when no cluster is configured.
+
+It runs `ray start --head --block` in its own process group and is remembered in
+`<data_dir>/ray-head.json`, so a restarted API server follows the jobs of the head it
+started before instead of starting a second one. Only the process that started the
+head stops it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tuner.settings import Settings
+
+log = logging.getLogger("tuner.launcher")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def dashboard_up(url: str) -> bool:
+    """Whether a Ray dashboard answers at `url`."""
+    try:
+        return httpx.get(f"{url}/api/version", timeout=2).status_code < 500
+    except httpx.HTTPError:
+        return False
+
+
+class EmbeddedHead:
+    """Starts, reuses and stops the service's own Ray head."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.head_file = settings.data_path / "ray-head.json"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def temp_dir(self) -> str:
+        """The head's Ray temp dir: short (Ray's socket paths must stay under 108 bytes)
+        and one per data dir."""
+        digest = hashlib.sha1(str(self.settings.data_path).encode()).hexdigest()[:12]
+        # /tmp as Ray itself uses: macOS's per-user temp dir is too long a prefix
+        base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
+        return str(base / f"tuner-ray-{os.getuid()}-{digest}")
+
+    @property
+    def started(self) -> bool:
+        """Whether this process started the head (and so stops it)."""
+        return self.process is not None
+
+    def known(self) -> str | None:
+        """The dashboard URL of a head a previous server started and that still runs."""
+        if not self.head_file.exists():
+            return None
+        try:
+            info: dict[str, Any] = json.loads(self.head_file.read_text())
+        except (OSError, ValueError):
+            return None
+        if _pid_alive(int(info["pid"])) and dashboard_up(info["address"]):
+            if "temp_dir" not in info:
+                log.warning(
+                    "reusing Ray head pid %s started by an older tuner in the shared "
+                    "/tmp/ray: a Ray started later on this host could receive its sweeps; "
+                    "stop that head (kill %s) to get one with a temp dir of its own",
+                    info["pid"],
+                    info["pid"],
+                )
+            return info["address"]
+        return None
+
+    def start(self, num_cpus: int | None, deadline: float) -> str:
+        """Starts a head; returns its dashboard URL once the dashboard answers."""
+        port, dash = _free_port(), _free_port()
+        cmd = [
+            str(Path(sys.executable).with_name("ray")),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dash}",
+            "--include-dashboard=true",
+            "--disable-usage-stats",
+            # the agent's default port (52365) is taken by any other Ray on this host
+            f"--dashboard-agent-listen-port={_free_port()}",
+            # A temp dir of its own: Ray's "auto" address (which a Ray Job's driver is
+            # given) reads the newest cluster from <temp dir>/ray_current_cluster, so in
+            # the shared /tmp/ray another Ray started later on this host would capture
+            # our sweeps, and a user's ray.init() would attach to our head.
+            f"--temp-dir={self.temp_dir}",
+        ]
+        if num_cpus is not None:
+            cmd.append(f"--num-cpus={num_cpus}")
+        if self.settings.embedded_nice:
+            cmd = ["nice", "-n", str(self.settings.embedded_nice), *cmd]
+        logfile = open(self.settings.data_path / "ray-head.log", "ab")  # noqa: SIM115 - child owns it
+        env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
+        self.process = subprocess.Popen(
+            cmd, stdout=logfile, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        url = f"http://127.0.0.1:{dash}"
+        while not dashboard_up(url):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the embedded Ray head did not start; see {logfile.name}")
+            time.sleep(0.5)
+        self.head_file.write_text(
+            json.dumps(
+                {
+                    "pid": self.process.pid,
+                    "address": url,
+                    "gcs": f"127.0.0.1:{port}",
+                    "temp_dir": self.temp_dir,
+                }
+            )
+        )
+        return url
+
+    def stop(self, timeout_s: float = 10) -> None:
+        """Stops the head if this process started it (its own process group)."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        except ProcessLookupError:
+            pass
+        self.process = None
+        self.head_file.unlink(missing_ok=True)

@@ -1,0 +1,134 @@
+"""Ray Jobs over the dashboard's public Jobs REST API (`/api/jobs/`), with a deadline on
+every request and errors told apart by status code, never by message text."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+JOB_TERMINAL = {"STOPPED", "SUCCEEDED", "FAILED"}
+
+
+class JobsError(RuntimeError):
+    """The job server answered with an error, or could not be asked."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class JobsUnavailable(JobsError):
+    """The job server is not reachable or not ready yet (worth retrying later)."""
+
+
+class JobsTimedOut(JobsError):
+    """The request was sent but its answer never came: it may have taken effect."""
+
+
+class JobNotFound(JobsError):
+    """The job server does not know this job (HTTP 404)."""
+
+
+def auth_headers() -> dict[str, str]:
+    """Ray's token header when token authentication is on (RAY_AUTH_MODE=token): the
+    token from RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return {}
+    token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
+    if not token:
+        path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+        try:
+            token = path.expanduser().read_text().strip()
+        except OSError:
+            return {}
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class RayJobs:
+    """Submit, follow and stop Ray Jobs on one cluster's dashboard."""
+
+    def __init__(self, address: str, timeout_s: float) -> None:
+        self.address = address.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = httpx.request(
+                method,
+                f"{self.address}{path}",
+                headers=auth_headers(),
+                timeout=self.timeout_s,
+                **kwargs,
+            )
+        except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+            raise JobsUnavailable(f"{method} {path}: {err!r}") from err
+        except httpx.TimeoutException as err:  # sent; the answer never came
+            raise JobsTimedOut(f"{method} {path}: no answer in {self.timeout_s} s") from err
+        except httpx.HTTPError as err:
+            raise JobsError(f"{method} {path}: {err!r}") from err
+        if response.status_code == 404:
+            raise JobNotFound(f"{method} {path}: no such job", 404)
+        if response.status_code >= 400:
+            text = response.text[:2000]
+            # the job server answers 500 while its job agent is still starting
+            unready = response.status_code >= 500 and "try again later" in text
+            kind = JobsUnavailable if unready else JobsError
+            raise kind(
+                f"{method} {path}: HTTP {response.status_code}: {text}", response.status_code
+            )
+        return response
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every job the server knows (its JobDetails as JSON)."""
+        return self._request("GET", "/api/jobs/").json()
+
+    def info(self, job_id: str) -> dict[str, Any]:
+        """One job's details; JobNotFound if the server does not know it."""
+        return self._request("GET", f"/api/jobs/{job_id}").json()
+
+    def status(self, job_id: str) -> str | None:
+        """PENDING RUNNING STOPPED SUCCEEDED FAILED, or None for an unknown job."""
+        try:
+            return str(self.info(job_id)["status"])
+        except JobNotFound:
+            return None
+
+    def submit(
+        self,
+        job_id: str,
+        entrypoint: str,
+        *,
+        env_vars: dict[str, str],
+        metadata: dict[str, str],
+    ) -> str:
+        """Submits the job `job_id` once: a job of that id already there is taken as
+        this submission (a retry after a lost answer launches nothing new)."""
+        if self.status(job_id) is not None:
+            return job_id
+        body = {
+            "entrypoint": entrypoint,
+            "submission_id": job_id,
+            "runtime_env": {"env_vars": env_vars},
+            "metadata": metadata,
+        }
+        try:
+            self._request("POST", "/api/jobs/", json=body)
+        except JobsError as err:
+            if err.status == 400 and self.status(job_id) is not None:
+                return job_id  # taken by a submission racing this one
+            raise
+        return job_id
+
+    def stop(self, job_id: str) -> bool:
+        """Asks Ray to stop the job (SIGTERM, then SIGKILL); whether it was running."""
+        try:
+            return bool(self._request("POST", f"/api/jobs/{job_id}/stop").json().get("stopped"))
+        except JobNotFound:
+            return False
+
+    def logs(self, job_id: str) -> str:
+        """The job's driver log."""
+        return str(self._request("GET", f"/api/jobs/{job_id}/logs").json().get("logs", ""))

@@ -1,0 +1,90 @@
+"""Every name tuner writes into MLflow, spelled once: tags, params, metrics, artifact
+paths, registered-model names and UI links.
+
+The tracker (tuner/trials/_mlflow_*.py), the purge (tuner/_purge.py), the reports and
+the tests read them from here. Plain strings only: importing this module loads neither
+MLflow nor Ray.
+"""
+
+from __future__ import annotations
+
+# -- tags: how runs are found again -------------------------------------------------------
+TAG_PARENT = "mlflow.parentRunId"  # MLflow's own nesting tag
+TAG_RUN = "tuner.run"  # the sweep's run name (the service: the sweep id)
+TAG_TRIAL = "tuner.trial_id"  # a child run's Tune trial id
+TAG_KIND = "tuner.kind"  # KIND_SWEEP on the parent run, KIND_TRIAL on each child
+KIND_SWEEP, KIND_TRIAL = "sweep", "trial"
+TAG_ERROR = "tuner.error"  # the last line of a failed trial's error
+TAG_NODE_IP, TAG_NODE_ID, TAG_DEVICE = "tuner.node_ip", "tuner.node_id", "tuner.device"
+TAG_BEST_TRIAL, TAG_BEST_RUN = "tuner.best_trial_id", "tuner.best_run_id"
+# what ran, with which versions (on the parent run)
+TAG_ALGORITHM, TAG_ENV = "tuner.algorithm", "tuner.env"
+TAG_SEARCH_METHOD, TAG_SCHEDULER, TAG_METRIC = (
+    "tuner.search_method",
+    "tuner.scheduler",
+    "tuner.metric",
+)
+TAG_VERSION = "tuner.version"
+TAG_RAY_VERSION, TAG_RLLIB_VERSION, TAG_GYM_VERSION = (
+    "ray.version",
+    "rllib.version",
+    "gymnasium.version",
+)
+# A param MLflow already holds with another value (write-once) goes in as a tag with this
+# prefix: `best.lr` -> tag `tuner.best.lr`.
+MOVED_PARAM_PREFIX = "tuner."
+
+# -- params ---------------------------------------------------------------------------
+FIXED_PREFIX = "fixed."  # a child run's fixed settings: fixed.<flattened key>
+BEST_PREFIX = "best."  # the parent run's best config: best.<sampled key>
+PARAM_BEST_TRIAL, PARAM_BEST_SEED = "best.trial_id", "best.seed"
+
+# -- metrics: the curated per-iteration set (flattened RLlib result keys) -----------------
+RESULT_METRICS: tuple[str, ...] = (
+    "env_runners/episode_return_mean",
+    "env_runners/episode_return_max",
+    "env_runners/episode_return_min",
+    "env_runners/episode_len_mean",
+    "num_env_steps_sampled_lifetime",
+    "training_iteration",
+    "time_this_iter_s",
+    "time_total_s",
+    "evaluation/env_runners/episode_return_mean",
+)
+# learner stats whose name holds one of these words are logged as learners/<module>/<key>
+LEARNER_WORDS: tuple[str, ...] = ("loss", "entropy", "mean_kl", "qf_mean", "alpha_value")
+LEARNERS_PREFIX = "learners/"
+STEP_KEY = "num_env_steps_sampled_lifetime"  # the x axis of every metric history
+ITERATION_KEY = "training_iteration"
+
+
+def best_metric(metric: str) -> str:
+    """The parent run's metric holding the best trial's value of `metric`."""
+    return f"{BEST_PREFIX}{metric}"
+
+
+# -- artifacts --------------------------------------------------------------------------
+SPEC_ARTIFACT = "spec.yaml"  # parent: the spec as validated
+BEST_CONFIG_ARTIFACT = "best_config.json"  # parent: the best trial
+TRIALS_JSON_ARTIFACT, TRIALS_CSV_ARTIFACT = "trials.json", "trials.csv"  # parent
+CURVES_ARTIFACT = "learning_curves.png"  # parent
+RLLIB_CONFIG_ARTIFACT = "rllib_config.json"  # child: the full config RLlib got
+ERROR_ARTIFACT = "error.txt"  # child of a failed trial
+CHECKPOINTS_DIR = "checkpoints"  # child: checkpoints/<checkpoint_000003>/...
+
+
+def checkpoint_artifact(checkpoint_name: str) -> str:
+    """Artifact path of one uploaded checkpoint of a trial run."""
+    return f"{CHECKPOINTS_DIR}/{checkpoint_name}"
+
+
+def registered_model(experiment_name: str) -> str:
+    """The registered model that holds a sweep name's best checkpoints."""
+    return f"{experiment_name}-best"
+
+
+def run_url(ui_url: str | None, experiment_id: str | None, run_id: str | None) -> str | None:
+    """Link to a run in the MLflow UI (None without a UI or a run)."""
+    if not (ui_url and experiment_id and run_id):
+        return None
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"

@@ -1,0 +1,94 @@
+"""Writing to MLflow: an MlflowClient bound to one tracking URI (the process-global
+`mlflow.set_tracking_uri` is never touched), batched within MLflow's per-request
+limits, and a background thread for per-iteration metrics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+# MLflow's per-request limits for log_batch.
+MAX_PARAMS, MAX_METRICS, MAX_TAGS = 100, 1000, 100
+MAX_PARAM_CHARS = 6000
+
+
+def param_value(value: Any) -> str:
+    """A param as MLflow stores it (JSON for non-strings, cut to MLflow's limit)."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[:MAX_PARAM_CHARS]
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+class RunWriter:
+    """The MLflow client of one tracking URI, with batched logging."""
+
+    def __init__(self, tracking_uri: str) -> None:
+        self.client = MlflowClient(tracking_uri=tracking_uri)
+        self._background: _BackgroundWriter | None = None
+
+    def log(
+        self,
+        run_id: str,
+        *,
+        params: dict[str, Any] | None = None,
+        metrics: list[Metric] | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        """log_batch within MLflow's per-request limits."""
+        plist = [Param(k, param_value(v)) for k, v in (params or {}).items()]
+        for chunk in _chunks(plist, MAX_PARAMS):
+            self.client.log_batch(run_id, params=chunk)
+        for chunk in _chunks(list(metrics or []), MAX_METRICS):
+            self.client.log_batch(run_id, metrics=chunk)
+        tlist = [RunTag(k, v) for k, v in (tags or {}).items()]
+        for chunk in _chunks(tlist, MAX_TAGS):
+            self.client.log_batch(run_id, tags=chunk)
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Runs `job` on the background thread (in order; made on first use)."""
+        if self._background is None:
+            self._background = _BackgroundWriter()
+        self._background.submit(job)
+
+    def flush(self) -> None:
+        """Waits until every queued job has run."""
+        if self._background is not None:
+            self._background.flush()
+
+
+class _BackgroundWriter:
+    """One daemon thread running logging calls in order; `flush` waits for the queue."""
+
+    def __init__(self) -> None:
+        import queue
+        import threading
+
+        self._queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._run, name="mlflow-writer", daemon=True).start()
+
+    def _run(self) -> None:
+        import logging
+
+        while True:
+            job = self._queue.get()
+            try:
+                job()
+            except Exception:  # noqa: BLE001 - a lost batch must not end the sweep
+                logging.getLogger("tuner.mlflow").exception("MLflow logging failed")
+            finally:
+                self._queue.task_done()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Queues a call."""
+        self._queue.put(job)
+
+    def flush(self) -> None:
+        """Returns once every queued call has run."""
+        self._queue.join()

@@ -1,0 +1,265 @@
+"""The shapes users see, one model per concept: a sweep, a trial, the best trial, the
+MLflow links, metric points, the cluster, the algorithms.
+
+`tuner run --output json`, every REST response and the web page use these models and
+no others: the driver builds them from Tune's results, the store converts its rows to
+them once, the routes return them. Nothing here imports Ray, FastAPI or SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tuner.mlflow_names import run_url
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(from_attributes=True, protected_namespaces=())
+
+
+class TrialView(_View):
+    """One trial (CLI JSON, `GET /experiments/{id}/trials`, the page's trial table)."""
+
+    trial_id: str
+    status: str = Field(..., description="PENDING RUNNING PAUSED TERMINATED ERROR")
+    config: dict[str, Any] = Field(default_factory=dict, description="Its sampled values.")
+    seed: int | None = None
+    iterations: int = 0
+    env_steps: int = 0
+    metric: float | None = Field(None, description="The metric at the last iteration.")
+    best_metric: float | None = Field(None, description="The best metric over all iterations.")
+    error: str | None = None
+    node_id: str | None = None
+    node_ip: str | None = None
+    device: str | None = None
+    checkpoint: str | None = None
+    mlflow_run_id: str | None = None
+    mlflow_url: str | None = Field(None, description="Its MLflow run in the UI (service only).")
+    experiment_id: str | None = Field(None, description="Its sweep (service only).")
+    updated_at: datetime | None = Field(None, description="Last change (service only).")
+
+
+class BestTrial(_View):
+    """The best trial of a sweep."""
+
+    trial_id: str
+    config: dict[str, Any] = Field(..., description="Its sampled values.")
+    full_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The fixed settings and sampled values together: "
+        "paste under a spec's `config` to rerun it.",
+    )
+    seed: int | None = None
+    metric_value: float
+    checkpoint: str | None = None
+    mlflow_run_id: str | None = None
+
+
+class MlflowLinks(_View):
+    """Where a sweep landed in MLflow."""
+
+    experiment_id: str
+    parent_run_id: str
+    best_run_id: str | None = None
+    model_version: str | None = Field(
+        None, description="models:/<name>/<version> of the best checkpoint."
+    )
+    url: str | None = None
+
+
+class SweepSummary(_View):
+    """`tuner run --output json`: the best trial and every trial."""
+
+    name: str
+    status: str = Field(
+        ...,
+        description="SUCCEEDED (some trial finished), STOPPED (interrupted, resumable) "
+        "or FAILED (no trial finished).",
+    )
+    metric: str
+    mode: str
+    best: BestTrial | None = None
+    trials: list[TrialView] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    path: str | None = Field(None, description="Tune experiment directory.")
+    mlflow: MlflowLinks | None = None
+
+
+class ExperimentView(_View):
+    """One sweep of the service (`GET /experiments/{id}`)."""
+
+    id: str
+    name: str
+    status: str = Field(..., description="QUEUED RUNNING STOPPING SUCCEEDED STOPPED FAILED")
+    algorithm: str
+    env: str
+    metric: str
+    mode: str
+    spec: dict[str, Any]
+    warnings: list[str] = Field(default_factory=list)
+    trial_counts: dict[str, int] = Field(default_factory=dict)
+    best: BestTrial | None = None
+    mlflow: MlflowLinks | None = None
+    error: str | None = None
+    attempts: int = 0
+    job_id: str | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @classmethod
+    def from_record(cls, rec: Any, trial_counts: dict[str, int]) -> ExperimentView:
+        """The view of a stored sweep (a tuner.store.ExperimentRecord)."""
+        spec = rec.spec
+        return cls(
+            id=rec.id,
+            name=rec.name,
+            status=rec.status,
+            algorithm=spec.get("algorithm", ""),
+            env=spec.get("env", ""),
+            metric=spec.get("metric", ""),
+            mode=spec.get("mode", "max"),
+            spec=spec,
+            warnings=rec.warnings,
+            trial_counts=trial_counts,
+            best=rec.best,
+            mlflow=rec.mlflow,
+            error=rec.error,
+            attempts=rec.attempts,
+            job_id=rec.job_id,
+            created_at=rec.created_at,
+            started_at=rec.started_at,
+            finished_at=rec.finished_at,
+        )
+
+
+class ExperimentList(_View):
+    """A page of sweeps, newest first."""
+
+    items: list[ExperimentView]
+    total: int
+    limit: int
+    offset: int
+
+
+class TrialList(_View):
+    """Every trial of a sweep."""
+
+    items: list[TrialView]
+
+
+class MetricPoint(_View):
+    """One iteration of one trial: its step counts and reported metric values."""
+
+    iteration: int
+    env_steps: int = 0
+    time_s: float = 0.0
+    values: dict[str, float] = Field(default_factory=dict)
+
+
+class TrialMetrics(_View):
+    """A trial's metric history."""
+
+    trial_id: str
+    points: list[MetricPoint]
+
+
+class MetricSeries(_View):
+    """One metric of every trial: trial_id -> [[env_steps, value], ...]."""
+
+    key: str
+    series: dict[str, list[tuple[int, float]]]
+
+
+class AlgorithmInfo(_View):
+    """An algorithm or preset users can name in `algorithm` (`GET /algorithms`)."""
+
+    name: str
+    base_algorithm: str
+    doc: str | None = None
+    actions: list[str] = Field(
+        default_factory=list, description="Action spaces it handles: discrete, continuous."
+    )
+    gpu_learner: bool = Field(False, description="Its learner can train on a GPU.")
+    lstm: bool = Field(False, description="It trains recurrent (use_lstm) models.")
+    preset_config: dict[str, Any] = Field(
+        default_factory=dict, description="Settings the preset fixes (the spec's `config` wins)."
+    )
+    performance_defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Settings that make small trials fast without changing what is learned "
+        "per sample (the spec's `config` wins).",
+    )
+    default_space: dict[str, Any] = Field(default_factory=dict)
+    space_source: str | None = Field(None, description="Where the default space comes from.")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class NodeView(_View):
+    """One alive Ray node and what it offers trials."""
+
+    node_id: str
+    node_ip: str | None = None
+    is_head: bool = False
+    cpus: float = 0
+    gpus: float = 0
+    resources: dict[str, float] = Field(
+        default_factory=dict, description="Every logical resource (custom ones included)."
+    )
+
+
+class ClusterView(_View):
+    """The Ray cluster sweeps run on, as its dashboard reports it (cached 10 s)."""
+
+    ray_address: str | None = None
+    reachable: bool = Field(
+        description="Whether the cluster's node list could be read (right after a head "
+        "starts it may be read but still empty)."
+    )
+    nodes: list[NodeView] = Field(default_factory=list)
+    cpus: float = 0
+    gpus: float = 0
+
+
+class Health(_View):
+    """Liveness of the API, its store and its Ray cluster."""
+
+    status: str
+    version: str
+    ray_address: str | None = None
+    store: str
+
+
+class Problem(_View):
+    """An error: `detail` says what and, for bad input, lists {loc, msg, value}."""
+
+    detail: Any
+
+
+def with_mlflow_url(trial: TrialView, ui_url: str | None, experiment_id: str | None) -> TrialView:
+    """The trial with the UI link of its MLflow run filled in."""
+    trial.mlflow_url = run_url(ui_url, experiment_id, trial.mlflow_run_id)
+    return trial
+
+
+__all__ = [
+    "AlgorithmInfo",
+    "BestTrial",
+    "ClusterView",
+    "ExperimentList",
+    "ExperimentView",
+    "Health",
+    "MetricPoint",
+    "MetricSeries",
+    "MlflowLinks",
+    "NodeView",
+    "Problem",
+    "SweepSummary",
+    "TrialList",
+    "TrialMetrics",
+    "TrialView",
+    "with_mlflow_url",
+]
