@@ -58,6 +58,9 @@ unit: setup
 integration: setup
 	$(VENV)/bin/pytest -q tests/integration
 
+e2e: setup .system-deps
+	$(VENV)/bin/pytest -q tests/e2e
+
 bench: setup
 	$(PY) bench/run_all.py
 

@@ -161,7 +161,7 @@ class Supervisor:
                     self.store.transition(rec.id, "STOPPED", allowed_from=ACTIVE)
                 elif _transient(err):  # e.g. the job agent is still starting: retry next tick
                     self.store.update_experiment(rec.id, attempts=rec.attempts, job_id=None)
-                    self.store.transition(rec.id, "QUEUED", allowed_from=ACTIVE)
+                    self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
                 else:
                     self.store.update_experiment(
                         rec.id, error=f"could not submit the Ray Job: {err}"

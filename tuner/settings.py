@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 
 from pydantic import Field, field_validator
@@ -131,9 +130,3 @@ class Settings(BaseSettings):
         if self.storage_path:
             return str(Path(self.storage_path).expanduser().absolute())
         return str(self.data_path / "ray_results")
-
-
-@cache
-def get_settings() -> Settings:
-    """The process's settings (read once)."""
-    return Settings()

@@ -29,6 +29,19 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 STATUSES = ("QUEUED", "RUNNING", "STOPPING", "SUCCEEDED", "STOPPED", "FAILED")
 TERMINAL = {"SUCCEEDED", "STOPPED", "FAILED"}
+# The sweep's state machine: every status change the service makes, and no other.
+#   QUEUED   -> RUNNING (launched) | STOPPED (stopped before it ran)
+#   RUNNING  -> STOPPING (stop asked) | QUEUED (driver died, relaunch) | an outcome
+#   STOPPING -> STOPPED | FAILED | SUCCEEDED (the driver's outcome, or the stop enforced)
+#   STOPPED, FAILED -> QUEUED (resume); SUCCEEDED is final
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "QUEUED": frozenset({"RUNNING", "STOPPED"}),
+    "RUNNING": frozenset({"STOPPING", "QUEUED", "SUCCEEDED", "STOPPED", "FAILED"}),
+    "STOPPING": frozenset({"STOPPED", "FAILED", "SUCCEEDED"}),
+    "STOPPED": frozenset({"QUEUED"}),
+    "FAILED": frozenset({"QUEUED"}),
+    "SUCCEEDED": frozenset(),
+}
 
 
 def utcnow() -> datetime:

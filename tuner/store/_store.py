@@ -30,6 +30,7 @@ from sqlalchemy.pool import StaticPool
 from tuner.store._models import (
     STATUSES,
     TERMINAL,
+    TRANSITIONS,
     ExperimentRecord,
     ExperimentRow,
     MetricPointRow,
@@ -206,8 +207,14 @@ class Store:
             return ExperimentRecord.model_validate(row) if row else None
 
     def transition(self, experiment_id: str, to: str, *, allowed_from: set[str]) -> bool:
-        """Atomically move a sweep to status `to` if its status is in `allowed_from`."""
+        """Atomically move a sweep to status `to` if its status is in `allowed_from` and
+        the state machine (TRANSITIONS) has that change (compare-and-set); whether it
+        moved. A request the state machine allows from none of `allowed_from` is a
+        programming error: ValueError."""
         _check_status(to)
+        allowed_from = {s for s in allowed_from if to in TRANSITIONS.get(s, ())}
+        if not allowed_from:
+            raise ValueError(f"no transition to {to} from those statuses in the state machine")
         now = utcnow()
         values: dict[str, Any] = {"status": to, "updated_at": now}
         if to == "RUNNING":

@@ -1,0 +1,132 @@
+"""One owner per concept: the algorithm list, the MLflow names and the public views are
+each defined in one module, and every layer uses that one."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+import tuner
+from tuner import algorithms as registry
+from tuner import mlflow_names
+from tuner.api import create_app
+from tuner.settings import Settings
+from tuner.spec import ExperimentSpec
+from tuner.store import Store
+
+PACKAGE = Path(tuner.__file__).parent
+
+
+def string_constants(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return {
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+    }
+
+
+def test_mlflow_names_are_spelled_only_in_their_module():
+    names = {
+        v
+        for k, v in vars(mlflow_names).items()
+        if k.isupper() and isinstance(v, str) and "." in v or k.startswith("TAG_")
+    }
+    assert {"tuner.run", "mlflow.parentRunId", "best_config.json"} <= names
+    offenders = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "mlflow_names.py":
+            continue
+        spelled = string_constants(path) & names
+        if spelled:
+            offenders[str(path.relative_to(PACKAGE))] = sorted(spelled)
+    assert offenders == {}
+
+
+def test_the_spec_accepts_exactly_the_registry_names():
+    accepted = set(ExperimentSpec.model_fields["algorithm"].annotation.__args__)
+    assert accepted == set(registry.names())
+    assert set(registry.base_algorithms()) == {"PPO", "APPO", "IMPALA", "DQN", "SAC"}
+    for name in registry.presets():
+        entry = registry.get(name)
+        assert entry.base_algorithm in registry.base_algorithms()
+        assert entry.preset_config, name
+        spec = ExperimentSpec(name="x", algorithm=name, env="CartPole-v1")
+        assert spec.base_algorithm == entry.base_algorithm
+
+
+def test_every_entry_has_a_default_space_and_what_it_supports():
+    for entry in registry.algorithms():
+        assert entry.default_space and entry.space_source, entry.name
+        assert set(entry.actions) <= {"discrete", "continuous"} and entry.actions
+    assert registry.get("DQN").actions == ["discrete"]
+    assert registry.get("SAC").actions == ["continuous"]
+    with pytest.raises(KeyError, match="known: PPO"):
+        registry.get("A2C")
+
+
+def test_every_base_algorithm_has_a_trainable():
+    from tuner.trials import TRAINABLES
+
+    assert set(TRAINABLES) == set(registry.base_algorithms())
+
+
+def test_no_other_module_lists_the_algorithms():
+    needle = {"Rainbow_DQN", "Noisy_DQN"}
+    offenders = [
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if string_constants(p) & needle
+    ]
+    assert offenders == []
+
+
+def test_view_models_are_defined_once():
+    defined: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                defined.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
+    for view in ("TrialView", "BestTrial", "MlflowLinks", "ExperimentView", "MetricPoint"):
+        assert defined[view] == ["views.py"], (view, defined[view])
+    for gone in ("TrialOut", "TrialRecord", "BestView", "MlflowView", "MetricPointOut"):
+        assert gone not in defined
+
+
+@pytest.fixture
+def client(tmp_path):
+    app = create_app(Settings(data_dir=tmp_path))
+    app.state.store = Store(f"sqlite:///{tmp_path / 'tuner.db'}")
+    yield TestClient(app)  # no lifespan (no Ray): these routes need only the store
+    app.state.store.close()
+
+
+def test_algorithms_route_serves_the_registry(client):
+    body = client.get("/api/v1/algorithms").json()
+    assert [a["name"] for a in body] == list(registry.names())
+    rainbow = next(a for a in body if a["name"] == "Rainbow_DQN")
+    assert rainbow["base_algorithm"] == "DQN" and rainbow["preset_config"]["n_step"] == 3
+    assert rainbow["default_space"] == registry.get("DQN").default_space
+    assert {"actions", "gpu_learner", "lstm", "performance_defaults"} <= set(rainbow)
+
+
+@pytest.mark.parametrize(
+    ("query", "loc", "value"),
+    [("limit=0", "limit", "0"), ("limit=abc", "limit", "abc"), ("offset=-1", "offset", "-1")],
+)
+def test_query_problems_have_the_body_problems_shape(client, query, loc, value):
+    response = client.get(f"/api/v1/experiments?{query}")
+    assert response.status_code == 422
+    [problem] = response.json()["detail"]
+    assert problem["loc"] == loc and problem["value"] == value and problem["msg"]
