@@ -85,9 +85,7 @@ def test_every_base_algorithm_has_a_trainable():
 def test_no_other_module_lists_the_algorithms():
     needle = {"Rainbow_DQN", "Noisy_DQN"}
     offenders = [
-        str(p.relative_to(PACKAGE))
-        for p in PACKAGE.rglob("*.py")
-        if string_constants(p) & needle
+        str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if string_constants(p) & needle
     ]
     assert offenders == []
 
