@@ -151,12 +151,13 @@ def summarise(
         metrics = result.metrics or {}
         trial = by_path.get(result.path)
         trial_id = trial.trial_id if trial else metrics.get("trial_id", Path(result.path).name)
-        best_metric = None
+        best_metric = last_metric = None
         history = result.metrics_dataframe
         if history is not None and spec.metric in history:
             col = history[spec.metric].dropna()
             if len(col):
                 best_metric = float(col.max() if spec.mode == "max" else col.min())
+                last_metric = float(col.iloc[-1])
         error = None
         if result.error is not None:
             error = f"{type(result.error).__name__}: {result.error}"[:4000]
@@ -174,6 +175,7 @@ def summarise(
             metric=spec.metric,
             base_seed=spec.seed,
             best_metric=best_metric,
+            last_metric=last_metric,
             error=error,
         )
         try:

@@ -36,6 +36,7 @@ class StoreRecorder(Callback):
         self.space_keys = list(space_keys)
         self.base_seed = base_seed
         self.best: dict[str, float] = {}
+        self.last: dict[str, float] = {}
         self._store: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -76,8 +77,12 @@ class StoreRecorder(Callback):
             stored = self.store.get_trial(self.experiment_id, trial.trial_id)
             if stored and stored.best_metric is not None:
                 self.best[trial.trial_id] = stored.best_metric
-        if value is not None and better(value, self.best.get(trial.trial_id), self.mode):
-            self.best[trial.trial_id] = value
+            if stored and stored.metric is not None:
+                self.last[trial.trial_id] = stored.metric
+        if value is not None:
+            self.last[trial.trial_id] = value  # an iteration with no episode keeps the last
+            if better(value, self.best.get(trial.trial_id), self.mode):
+                self.best[trial.trial_id] = value
         it = int(result.get("training_iteration") or 0)
         steps = int(result.get("num_env_steps_sampled_lifetime") or 0)
         extra = result.get("tuner") or {}
@@ -86,7 +91,7 @@ class StoreRecorder(Callback):
             status="RUNNING",
             iterations=it,
             env_steps=steps,
-            metric=value,
+            metric=self.last.get(trial.trial_id),
             best_metric=self.best.get(trial.trial_id),
             node_ip=result.get("node_ip"),
             node_id=extra.get("node_id"),

@@ -30,6 +30,7 @@ def trial_view_from_result(
     metric: str,
     base_seed: int,
     best_metric: float | None = None,
+    last_metric: float | None = None,
     error: str | None = None,
 ) -> TrialView:
     """A TrialView from the last (nested or flat) Tune result of a trial."""
@@ -44,7 +45,8 @@ def trial_view_from_result(
         seed=seed if seed is not None else trial_seed(base_seed, trial_index(trial_id)),
         iterations=int(result.get("training_iteration") or 0),
         env_steps=int(result.get("num_env_steps_sampled_lifetime") or 0),
-        metric=_finite(lookup(result, metric)),
+        # an iteration that finished no episode reports no return: the last value carries
+        metric=_finite(lookup(result, metric)) if last_metric is None else last_metric,
         best_metric=best_metric,
         error=error,
         node_id=info.get("node_id"),

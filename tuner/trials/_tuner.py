@@ -32,11 +32,17 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 MODEL_CONFIG_KEY = "_model_config"  # where AlgorithmConfig.to_dict() keeps model_config
 
 
-def _config_path(key: str) -> tuple[str, ...]:
+def _config_path(key: str, config: dict[str, Any]) -> tuple[str, ...]:
+    """Where a search-space key lives in a config dict (AlgorithmConfig.to_dict()): its
+    own name, or the private name RLlib keeps a property under
+    (`train_batch_size_per_learner` -> `_train_batch_size_per_learner`), so the value
+    laid there is the one RLlib builds its config from and the one reported."""
     if key.startswith(MODEL_PREFIX):
         return (MODEL_CONFIG_KEY, key[len(MODEL_PREFIX) :])
     if key.startswith(ENV_CONFIG_PREFIX):
         return ("env_config", key[len(ENV_CONFIG_PREFIX) :])
+    if key not in config and f"_{key}" in config:
+        return (f"_{key}",)
     return (key,)
 
 
@@ -44,7 +50,7 @@ def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any
     """The trial config as a dict with the search domains laid over it."""
     params = build_config(spec, env_name=register_env(spec.env)).to_dict()
     for key, dom in space.items():
-        path = _config_path(key)
+        path = _config_path(key, params)
         node = params
         for part in path[:-1]:
             node[part] = dict(node.get(part) or {})
@@ -54,11 +60,11 @@ def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any
 
 
 def sampled_values(trial_config: dict[str, Any], space_keys: list[str]) -> dict[str, Any]:
-    """The values a trial drew for each search-space key."""
+    """The values a trial drew for each search-space key, read where RLlib keeps them."""
     out = {}
     for key in space_keys:
         node: Any = trial_config
-        for part in _config_path(key):
+        for part in _config_path(key, trial_config):
             node = node.get(part) if isinstance(node, dict) else None
         out[key] = node
     return out
