@@ -45,9 +45,7 @@ def test_every_default_space_value_arrives_and_is_reported(algorithm):
         trial_config = draw(params, random.Random(seed))
         reported = sampled_values(trial_config, list(space))
         # what an RLlib Algorithm does with the trial's config in its constructor
-        built = TRAINABLES[spec.base_algorithm].get_default_config().update_from_dict(
-            trial_config
-        )
+        built = TRAINABLES[spec.base_algorithm].get_default_config().update_from_dict(trial_config)
         for key, dom in space.items():
             value = reported[key]
             assert value is not None and dom.contains(value), (algorithm, key, value)
