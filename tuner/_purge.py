@@ -88,6 +88,8 @@ def purge(
     """Both purges; {"tune_dir": bool, "mlflow_runs": int} or {"error": why}."""
     try:
         removed = purge_tune_dir(tune_path, storage_root) if tune_path else False
+        if tune_path:  # the confirmation stage's run beside it (see trials._run)
+            removed = purge_tune_dir(f"{tune_path.rstrip('/')}-confirm", storage_root) or removed
         runs = purge_mlflow(tracking_uri, mlflow_info, run_name)
     except Exception as err:  # noqa: BLE001 - reported to the caller (HTTP 502), store kept
         return {"error": f"{type(err).__name__}: {str(err)[:500]}"}

@@ -14,6 +14,8 @@ TAG_RUN = "tuner.run"  # the sweep's run name (the service: the sweep id)
 TAG_TRIAL = "tuner.trial_id"  # a child run's Tune trial id
 TAG_KIND = "tuner.kind"  # KIND_SWEEP on the parent run, KIND_TRIAL on each child
 KIND_SWEEP, KIND_TRIAL = "sweep", "trial"
+TAG_STAGE = "tuner.stage"  # on each child: STAGE_SEARCH or STAGE_CONFIRM
+STAGE_SEARCH, STAGE_CONFIRM = "search", "confirm"
 TAG_ERROR = "tuner.error"  # the last line of a failed trial's error
 TAG_NODE_IP, TAG_NODE_ID, TAG_DEVICE = "tuner.node_ip", "tuner.node_id", "tuner.device"
 TAG_BEST_TRIAL, TAG_BEST_RUN = "tuner.best_trial_id", "tuner.best_run_id"
@@ -56,6 +58,12 @@ LEARNER_WORDS: tuple[str, ...] = ("loss", "entropy", "mean_kl", "qf_mean", "alph
 LEARNERS_PREFIX = "learners/"
 STEP_KEY = "num_env_steps_sampled_lifetime"  # the x axis of every metric history
 ITERATION_KEY = "training_iteration"
+
+
+# the parent run's statistics of the best confirmed config
+CONFIRMED_MEAN, CONFIRMED_STD = "confirmed.mean", "confirmed.std"
+CONFIRMED_CI_LOW, CONFIRMED_CI_HIGH = "confirmed.ci95_low", "confirmed.ci95_high"
+CONFIRMATION_ARTIFACT = "confirmation.json"  # parent: every confirmed config
 
 
 def best_metric(metric: str) -> str:

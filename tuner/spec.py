@@ -209,6 +209,24 @@ class EvaluationSpec(_Model):
     duration: int = Field(10, ge=1, description="Episodes per evaluation.")
 
 
+SCOPES: tuple[str, ...] = ("last", "last-5-avg", "last-10-avg", "avg", "all")
+
+
+class ConfirmSpec(_Model):
+    """Re-run the search's best configs on fresh seeds before naming a winner."""
+
+    top_k: int = Field(
+        3, ge=1, le=20, description="How many of the search's best configs are re-run."
+    )
+    seeds: int = Field(
+        5,
+        ge=2,
+        le=50,
+        description="Fresh seeds per config (disjoint from every search trial's seed); "
+        "the configs are ranked by their mean score over these seeds.",
+    )
+
+
 class ExperimentSpec(_Model):
     """One sweep: an RLlib algorithm on an environment over a search space."""
 
@@ -246,6 +264,18 @@ class ExperimentSpec(_Model):
     )
     mode: Literal["max", "min"] = Field(
         "max", description="Whether the metric is maximised or minimised."
+    )
+    scope: Literal["last", "last-5-avg", "last-10-avg", "avg", "all"] = Field(
+        "last-5-avg",
+        description="How a trial's metric history is turned into the value trials are "
+        "ranked by (Tune's names): its last value, the mean of its last 5 or 10, the mean "
+        "of all, or `all`: its peak. A trial's `best_metric` is always its peak.",
+    )
+    confirm: ConfirmSpec | None = Field(
+        None,
+        description="After the search, re-run the top_k configs on `seeds` fresh seeds "
+        "each (same stop criteria and resources) and rank them by mean score, with a 95 % "
+        "bootstrap CI and the IQM. Omitted: no confirmation.",
     )
     stop: StopSpec = Field(default_factory=StopSpec, description="Stop criteria.")
     resources: ResourcesSpec = Field(

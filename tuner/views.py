@@ -29,8 +29,20 @@ class TrialView(_View):
     seed: int | None = None
     iterations: int = 0
     env_steps: int = 0
-    metric: float | None = Field(None, description="The metric at the last iteration.")
-    best_metric: float | None = Field(None, description="The best metric over all iterations.")
+    metric: float | None = Field(
+        None,
+        description="The metric's last value (carried over iterations that finished no "
+        "episode; null only before the first episode ended).",
+    )
+    best_metric: float | None = Field(None, description="The metric's peak over all iterations.")
+    score: float | None = Field(
+        None, description="The value trials are ranked by: the metric under the spec's scope."
+    )
+    stage: str = Field(
+        "search",
+        description="search: a trial of the search; confirm: a config re-run on a "
+        "fresh seed by the confirmation stage.",
+    )
     error: str | None = None
     node_id: str | None = None
     node_ip: str | None = None
@@ -40,6 +52,32 @@ class TrialView(_View):
     mlflow_url: str | None = Field(None, description="Its MLflow run in the UI (service only).")
     experiment_id: str | None = Field(None, description="Its sweep (service only).")
     updated_at: datetime | None = Field(None, description="Last change (service only).")
+
+
+class ConfirmedConfig(_View):
+    """One of the search's best configs, re-run on fresh seeds (the confirmation stage)."""
+
+    trial_id: str = Field(..., description="The search trial whose config this is.")
+    config: dict[str, Any] = Field(..., description="Its sampled values.")
+    seeds: list[int] = Field(..., description="The fresh seeds it ran with.")
+    scores: list[float | None] = Field(
+        ...,
+        description="Per seed: the final evaluation's mean return where `evaluation` is "
+        "set, else the trial's metric under the spec's scope (null: the trial failed).",
+    )
+    mean: float | None = None
+    std: float | None = Field(None, description="Sample standard deviation over seeds.")
+    ci95: list[float] | None = Field(
+        None, description="95 % bootstrap confidence interval of the mean: [low, high]."
+    )
+    iqm: float | None = Field(None, description="Interquartile mean (rliable).")
+    trials: list[str] = Field(default_factory=list, description="Its confirmation trial ids.")
+    median_trial_id: str | None = Field(
+        None,
+        description="The confirmation trial with the median score (its checkpoint is "
+        "the one registered in MLflow).",
+    )
+    checkpoint: str | None = Field(None, description="That trial's checkpoint.")
 
 
 class BestTrial(_View):
@@ -53,9 +91,13 @@ class BestTrial(_View):
         "paste under a spec's `config` to rerun it.",
     )
     seed: int | None = None
-    metric_value: float
+    metric_value: float = Field(..., description="Its ranking value (the metric under scope).")
+    scope: str = Field("last-5-avg", description="How trials were ranked (the spec's scope).")
     checkpoint: str | None = None
     mlflow_run_id: str | None = None
+    confirmed: ConfirmedConfig | None = Field(
+        None, description="With confirmation: the config that ranked first over fresh seeds."
+    )
 
 
 class MlflowLinks(_View):
@@ -83,6 +125,9 @@ class SweepSummary(_View):
     mode: str
     best: BestTrial | None = None
     trials: list[TrialView] = Field(default_factory=list)
+    confirmation: list[ConfirmedConfig] = Field(
+        default_factory=list, description="The confirmed configs, best mean first."
+    )
     warnings: list[str] = Field(default_factory=list)
     path: str | None = Field(None, description="Tune experiment directory.")
     mlflow: MlflowLinks | None = None
@@ -102,6 +147,9 @@ class ExperimentView(_View):
     warnings: list[str] = Field(default_factory=list)
     trial_counts: dict[str, int] = Field(default_factory=dict)
     best: BestTrial | None = None
+    confirmation: list[ConfirmedConfig] = Field(
+        default_factory=list, description="The confirmed configs, best mean first."
+    )
     mlflow: MlflowLinks | None = None
     error: str | None = None
     attempts: int = 0
@@ -126,6 +174,7 @@ class ExperimentView(_View):
             warnings=rec.warnings,
             trial_counts=trial_counts,
             best=rec.best,
+            confirmation=getattr(rec, "confirmation", None) or [],
             mlflow=rec.mlflow,
             error=rec.error,
             attempts=rec.attempts,
@@ -249,6 +298,7 @@ __all__ = [
     "AlgorithmInfo",
     "BestTrial",
     "ClusterView",
+    "ConfirmedConfig",
     "ExperimentList",
     "ExperimentView",
     "Health",

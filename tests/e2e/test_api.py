@@ -60,10 +60,11 @@ def test_sweep_end_to_end(server):
             points = c.get(f"/experiments/{exp_id}/trials/{t['trial_id']}/metrics").json()
             assert [p["iteration"] for p in points["points"]] == [1, 2]
             assert t["mlflow_url"].endswith(t["mlflow_run_id"])
-        best = max(trials, key=lambda t: t["best_metric"])
+        assert all(t["stage"] == "search" and t["score"] is not None for t in trials)
+        best = max(trials, key=lambda t: t["score"])  # ranked under the spec's scope
         assert view["best"]["trial_id"] == best["trial_id"]
         assert view["best"]["config"] == best["config"]
-        assert view["best"]["checkpoint"]
+        assert view["best"]["checkpoint"] and view["best"]["metric_value"] == best["score"]
         series = c.get(f"/experiments/{exp_id}/metrics").json()["series"]
         assert {k: len(v) for k, v in series.items()} == {t["trial_id"]: 2 for t in trials}
         mlflow = MlflowClient(tracking_uri=f"sqlite:///{server.data_dir / 'mlflow.db'}")

@@ -97,9 +97,41 @@ def test_page_with_200_trials(server, browser):
                 for k in (1, 2, 3)
             ],
         )
+    confirmed = [
+        {
+            "trial_id": "wide_00199",
+            "config": {"lr": 0.02},
+            "seeds": [200, 201, 202],
+            "scores": [190.0, 210.0, 200.0],
+            "mean": 200.0,
+            "std": 10.0,
+            "ci95": [190.0, 210.0],
+            "iqm": 200.0,
+            "trials": ["c_0", "c_1", "c_2"],
+        },
+        {
+            "trial_id": "wide_00198",
+            "config": {"lr": 0.0199},
+            "seeds": [200, 201, 202],
+            "scores": [150.0, 170.0, 160.0],
+            "mean": 160.0,
+            "std": 10.0,
+            "ci95": [150.0, 170.0],
+            "iqm": 160.0,
+            "trials": ["c_3", "c_4", "c_5"],
+        },
+    ]
+    store.update_experiment(rec.id, confirmation=confirmed)
     store.close()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server.url}/#/experiments/{rec.id}")
+    # the confirmation table: best mean first, with each config's interval drawn
+    page.wait_for_selector("#confirm-panel:not([hidden]) #confirm-table tbody tr")
+    rows = page.locator("#confirm-table tbody tr")
+    assert rows.count() == 2
+    assert "wide_00199" in rows.nth(0).inner_text() and "[190, 210]" in rows.nth(0).inner_text()
+    page.wait_for_selector("#confirm-chart .plot-container", timeout=30_000)
+    assert page.locator("#confirm-chart .errorbar").count() == 2
     page.wait_for_function(
         "() => document.querySelectorAll('#trials-table tbody tr[data-trial-id]').length == 200",
         timeout=60_000,

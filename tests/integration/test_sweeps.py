@@ -33,7 +33,9 @@ def test_grid_sweep_runs_the_cartesian_product_num_samples_times(ray_local, tmp_
     assert all(t.status == "TERMINATED" and t.iterations == 1 for t in summary.trials)
     assert sorted(t.seed for t in summary.trials) == list(range(8))
     assert summary.status == "SUCCEEDED"
-    assert summary.best and summary.best.metric_value == max(t.best_metric for t in summary.trials)
+    # one iteration each: the scope value is that iteration's, as is the peak
+    assert summary.best and summary.best.metric_value == max(t.score for t in summary.trials)
+    assert all(t.score == t.best_metric == t.metric for t in summary.trials)
 
 
 def test_random_sweep_samples_inside_bounds(ray_local, tmp_path):

@@ -96,6 +96,7 @@ class ExperimentRow(Base):
     job_id: Mapped[str | None] = mapped_column(String(255))
     tune_path: Mapped[str | None] = mapped_column(Text)
     best: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    confirmation: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
     mlflow: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     error: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -122,6 +123,8 @@ class TrialRow(Base):
     env_steps: Mapped[int] = mapped_column(BigInteger, default=0)
     metric: Mapped[float | None] = mapped_column(Float)
     best_metric: Mapped[float | None] = mapped_column(Float)
+    score: Mapped[float | None] = mapped_column(Float)
+    stage: Mapped[str] = mapped_column(String(16), server_default="search")
     error: Mapped[str | None] = mapped_column(Text)
     node_id: Mapped[str | None] = mapped_column(String(255))
     node_ip: Mapped[str | None] = mapped_column(String(64))
@@ -162,6 +165,7 @@ class ExperimentRecord(BaseModel):
     job_id: str | None = None
     tune_path: str | None = None
     best: dict[str, Any] | None = None
+    confirmation: list[dict[str, Any]] | None = None
     mlflow: dict[str, Any] | None = None
     error: str | None = None
     attempts: int = 0

@@ -54,6 +54,7 @@ TRIAL_FIELDS = {c.name for c in TrialRow.__table__.columns} - {
 }
 TRIAL_DEFAULTS: dict[str, Any] = {
     "status": "PENDING",
+    "stage": "search",
     "config": {},
     "iterations": 0,
     "env_steps": 0,
@@ -277,7 +278,7 @@ class Store:
         unknown = set(fields) - TRIAL_FIELDS
         if unknown:
             raise TypeError(f"not trial fields: {sorted(unknown)}")
-        for key in ("metric", "best_metric"):
+        for key in ("metric", "best_metric", "score"):
             if key in fields:
                 fields[key] = _finite(fields[key])
         fields["updated_at"] = utcnow()

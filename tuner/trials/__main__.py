@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             env_steps=trial.env_steps,
             metric=trial.metric,
             best_metric=trial.best_metric,
+            score=trial.score,
+            stage=trial.stage,
             error=trial.error,
             checkpoint=trial.checkpoint,
             mlflow_run_id=trial.mlflow_run_id,
@@ -101,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     store.update_experiment(
         rec.id,
         best=best,
+        confirmation=[c.model_dump(mode="json") for c in summary.confirmation] or None,
         warnings=summary.warnings,
         mlflow=summary.mlflow.model_dump(mode="json") if summary.mlflow else None,
     )

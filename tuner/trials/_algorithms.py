@@ -30,6 +30,66 @@ from tuner.spec import ExperimentSpec
 CHECKPOINT_META = "tuner.json"  # env and algorithm of a checkpoint, for `tuner evaluate`
 MODEL_PREFIX = "model."
 ENV_CONFIG_PREFIX = "env_config."
+MODEL_CONFIG_KEY = "_model_config"  # where AlgorithmConfig.to_dict() keeps model_config
+# A confirmation trial's config carries the values and seed it re-runs under this key;
+# the trial applies them before RLlib sees its config.
+CONFIRM_KEY = "_tuner_confirm"
+
+
+def config_path(key: str, config: dict[str, Any]) -> tuple[str, ...]:
+    """Where a search-space key lives in a config dict (AlgorithmConfig.to_dict()): its
+    own name, or the private name RLlib keeps a property under
+    (`train_batch_size_per_learner` -> `_train_batch_size_per_learner`), so the value
+    laid there is the one RLlib builds its config from and the one reported."""
+    if key.startswith(MODEL_PREFIX):
+        return (MODEL_CONFIG_KEY, key[len(MODEL_PREFIX) :])
+    if key.startswith(ENV_CONFIG_PREFIX):
+        return ("env_config", key[len(ENV_CONFIG_PREFIX) :])
+    if key not in config and f"_{key}" in config:
+        return (f"_{key}",)
+    return (key,)
+
+
+def sampled_values(trial_config: dict[str, Any], space_keys: list[str]) -> dict[str, Any]:
+    """The values a trial ran with for each search-space key, read where RLlib keeps
+    them (a confirmation trial: the values it re-runs)."""
+    confirm = trial_config.get(CONFIRM_KEY)
+    if isinstance(confirm, dict):
+        return {key: confirm["values"].get(key) for key in space_keys}
+    out = {}
+    for key in space_keys:
+        node: Any = trial_config
+        for part in config_path(key, trial_config):
+            node = node.get(part) if isinstance(node, dict) else None
+        out[key] = node
+    return out
+
+
+def apply_values(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a config dict with search-space values set where RLlib keeps them
+    (dicts along each path are copied; the rest is shared)."""
+    out = dict(config)
+    for key, value in values.items():
+        path = config_path(key, out)
+        node = out
+        for part in path[:-1]:
+            node[part] = dict(node.get(part) or {})
+            node = node[part]
+        node[path[-1]] = copy.deepcopy(value)
+    return out
+
+
+def seed_of(trial_config: dict[str, Any], trial_id: str, base_seed: int) -> int:
+    """The seed a trial runs with: a confirmation trial's own, else spec seed + index."""
+    confirm = trial_config.get(CONFIRM_KEY)
+    if isinstance(confirm, dict):
+        return int(confirm["seed"])
+    return trial_seed(base_seed, trial_index(trial_id))
+
+
+def stage_of(trial_config: dict[str, Any]) -> str:
+    """search, or confirm for a confirmation trial."""
+    return "confirm" if isinstance(trial_config.get(CONFIRM_KEY), dict) else "search"
 
 
 def trial_seed(base_seed: int, trial_index: int) -> int:
@@ -69,7 +129,12 @@ class _SweepTrialMixin:
     """Seeds the trial from its index and checks every iteration for NaN losses."""
 
     def __init__(self, config: Any = None, env: Any = None, **kwargs: Any) -> None:
-        if isinstance(config, dict) and config.get(TRIAL_INFO) is not None:
+        if isinstance(config, dict) and isinstance(config.get(CONFIRM_KEY), dict):
+            confirm = config[CONFIRM_KEY]
+            rest = {k: v for k, v in config.items() if k != CONFIRM_KEY}
+            config = apply_values(rest, confirm["values"])
+            config["seed"] = int(confirm["seed"])
+        elif isinstance(config, dict) and config.get(TRIAL_INFO) is not None:
             config = dict(config)
             index = trial_index(config[TRIAL_INFO].trial_id)
             config["seed"] = trial_seed(int(config.get("seed") or 0), index)

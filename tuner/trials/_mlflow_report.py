@@ -60,7 +60,39 @@ def log_sweep_result(tracker: MLflowTracker, summary: SweepSummary) -> dict[str,
         client.log_text(
             parent, json.dumps(best.model_dump(mode="json"), indent=2), names.BEST_CONFIG_ARTIFACT
         )
-        if best_run and best.checkpoint:
+        confirmed = best.confirmed
+        if confirmed is not None and confirmed.mean is not None:
+            tracker.runs.log(
+                parent,
+                metrics=[
+                    Metric(k, v, now, 0)
+                    for k, v in {
+                        names.CONFIRMED_MEAN: confirmed.mean,
+                        names.CONFIRMED_STD: confirmed.std,
+                        names.CONFIRMED_CI_LOW: (confirmed.ci95 or [None])[0],
+                        names.CONFIRMED_CI_HIGH: (confirmed.ci95 or [None, None])[-1],
+                    }.items()
+                    if v is not None
+                ],
+            )
+            client.log_text(
+                parent,
+                json.dumps([c.model_dump(mode="json") for c in summary.confirmation], indent=2),
+                names.CONFIRMATION_ARTIFACT,
+            )
+            # the registered model: the best confirmed config's median-score seed
+            median_run = next(
+                (
+                    t.mlflow_run_id
+                    for t in summary.trials
+                    if t.trial_id == confirmed.median_trial_id
+                ),
+                None,
+            )
+            if median_run and confirmed.checkpoint:
+                name = Path(confirmed.checkpoint).name
+                out["model_version"] = _register(tracker, median_run, name)
+        elif best_run and best.checkpoint:
             out["model_version"] = _register(tracker, best_run, Path(best.checkpoint).name)
     _log_trials_table(tracker, summary)
     _log_learning_curves(tracker, summary)

@@ -22,7 +22,14 @@ from ray.tune import Callback
 
 from tuner import mlflow_names as names
 from tuner.spec import ExperimentSpec
-from tuner.trials._algorithms import fixed_settings, trial_index, trial_seed
+from tuner.trials._algorithms import (
+    CONFIRM_KEY,
+    apply_values,
+    fixed_settings,
+    sampled_values,
+    seed_of,
+    stage_of,
+)
 from tuner.trials._mlflow_metrics import flatten, result_metrics
 from tuner.trials._mlflow_writer import RunWriter
 from tuner.views import SweepSummary
@@ -218,8 +225,6 @@ class MLflowTracker(Callback):
         return run_id
 
     def _create_child(self, trial: Any, parent: str) -> str:
-        from tuner.trials._tuner import sampled_values
-
         spec = self.spec
         sampled = sampled_values(trial.config, self.space_keys)
         short = ",".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in sampled.items())
@@ -229,12 +234,13 @@ class MLflowTracker(Callback):
             names.TAG_TRIAL: trial.trial_id,
             names.TAG_RUN: self.run_name,
             names.TAG_KIND: names.KIND_TRIAL,
+            names.TAG_STAGE: stage_of(trial.config),
         }
         run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
         params: dict[str, Any] = {
             "algorithm": spec.algorithm,
             "env": spec.env,
-            "seed": trial_seed(spec.seed, trial_index(trial.trial_id)),
+            "seed": seed_of(trial.config, trial.trial_id, spec.seed),
         }
         params.update(
             {f"{names.FIXED_PREFIX}{k}": v for k, v in flatten(fixed_settings(spec)).items()}
@@ -242,6 +248,10 @@ class MLflowTracker(Callback):
         params.update(sampled)
         self.runs.log(run.info.run_id, params=params)
         config = {k: v for k, v in trial.config.items() if not k.startswith("__")}
+        confirm = config.pop(CONFIRM_KEY, None)
+        if isinstance(confirm, dict):  # what the confirmation trial really ran with
+            config = apply_values(config, confirm["values"])
+            config["seed"] = confirm["seed"]
         self.client.log_text(
             run.info.run_id,
             json.dumps(config, indent=1, default=str),

@@ -18,13 +18,15 @@ from ray.tune.stopper import Stopper
 
 from tuner.search_spaces import Domain, resolve_space
 from tuner.spec import ExperimentSpec
-from tuner.trials._algorithms import fixed_settings
+from tuner.trials._algorithms import fixed_settings, stage_of
+from tuner.trials._confirm import confirm_runs, confirm_seeds, confirmed_configs, pick_candidates
+from tuner.trials._evaluate import evaluate_checkpoint
 from tuner.trials._interrupt import InterruptWatch
 from tuner.trials._mlflow_tracker import MLflowTracker, TrackingConfig
 from tuner.trials._progress import RichProgress
 from tuner.trials._resources import alive_nodes, check_fits
 from tuner.trials._stoppers import lookup
-from tuner.trials._summary import better, trial_view_from_result
+from tuner.trials._summary import better, scope_value, trial_view_from_result
 from tuner.trials._tuner import build_tuner, restore_tuner, sampled_values
 from tuner.trials._validate import validate_spec
 from tuner.views import BestTrial, MlflowLinks, SweepSummary
@@ -138,9 +140,11 @@ def summarise(
     warnings: Sequence[str] = (),
     interrupted: bool = False,
     space: dict[str, Domain] | None = None,
+    confirming: bool = False,
 ) -> SweepSummary:
     """The SweepSummary of a finished (or, `interrupted`, stopped) Tune run over the
-    resolved `space`."""
+    resolved `space` (`confirming`: of the confirmation stage). Trials are ranked by
+    their metric under the spec's scope; `best_metric` keeps each one's peak."""
     keys = list(resolve_space(spec) if space is None else space)
     trials = []
     best: BestTrial | None = None
@@ -151,13 +155,17 @@ def summarise(
         metrics = result.metrics or {}
         trial = by_path.get(result.path)
         trial_id = trial.trial_id if trial else metrics.get("trial_id", Path(result.path).name)
-        best_metric = last_metric = None
+        best_metric = last_metric = score = None
         history = result.metrics_dataframe
         if history is not None and spec.metric in history:
             col = history[spec.metric].dropna()
             if len(col):
                 best_metric = float(col.max() if spec.mode == "max" else col.min())
                 last_metric = float(col.iloc[-1])
+                # carried over iterations without an episode, then ranked by scope
+                score = scope_value(
+                    list(history[spec.metric].ffill().dropna()), spec.scope, spec.mode
+                )
         error = None
         if result.error is not None:
             error = f"{type(result.error).__name__}: {result.error}"[:4000]
@@ -166,34 +174,38 @@ def summarise(
         status = "ERROR" if error else "TERMINATED"
         if interrupted and not error and not metrics.get("done"):
             status = "PAUSED"
-        config = result.config or (trial.config if trial else {})
+        # Tune's own trial config still holds a confirmation trial's values and seed
+        config = (trial.config if trial else None) or result.config or {}
         view = trial_view_from_result(
             trial_id,
             status,
             metrics,
-            sampled=sampled_values(config or {}, keys),
+            sampled=sampled_values(config, keys),
             metric=spec.metric,
             base_seed=spec.seed,
             best_metric=best_metric,
             last_metric=last_metric,
+            score=score,
+            stage="confirm" if confirming else stage_of(config),
             error=error,
         )
-        try:
-            best_ckpt = result.get_best_checkpoint(spec.metric, spec.mode)
-        except (RuntimeError, KeyError, ValueError):
-            best_ckpt = None
+        best_ckpt = None
+        if not confirming:  # a confirmation trial is judged by its final checkpoint
+            try:
+                best_ckpt = result.get_best_checkpoint(spec.metric, spec.mode)
+            except (RuntimeError, KeyError, ValueError):
+                pass
         ckpt = best_ckpt or result.checkpoint
         view.checkpoint = ckpt.path if ckpt is not None else _newest_checkpoint_dir(result)
         trials.append(view)
-        if best_metric is not None and (
-            best is None or better(best_metric, best.metric_value, spec.mode)
-        ):
+        if score is not None and (best is None or better(score, best.metric_value, spec.mode)):
             best = BestTrial(
                 trial_id=trial_id,
                 config=view.config,
                 seed=view.seed,
                 full_config={**fixed_settings(spec), **view.config},
-                metric_value=best_metric,
+                metric_value=score,
+                scope=spec.scope,
                 checkpoint=view.checkpoint,
             )
     trials.sort(key=lambda t: t.trial_id)
@@ -211,6 +223,70 @@ def summarise(
         warnings=list(warnings),
         path=getattr(result_grid, "experiment_path", None),
     )
+
+
+def confirm_dir_name(name: str) -> str:
+    """The Tune run of a sweep's confirmation stage, beside the search's."""
+    return f"{name}-confirm"
+
+
+def _confirm(
+    spec: ExperimentSpec,
+    summary: SweepSummary,
+    storage_path: str,
+    name: str,
+    callbacks: list[tune.Callback],
+    stoppers: Sequence[Stopper],
+) -> None:
+    """Runs (or continues) the confirmation stage of a finished search and adds its
+    trials, the confirmed configs and best.confirmed to `summary` (STOPPED if it was
+    interrupted: a resume continues it without re-running the search)."""
+    candidates = pick_candidates(spec, summary)
+    if not candidates:
+        return
+    seeds = confirm_seeds(spec, sum(1 for t in summary.trials if t.stage == "search"))
+    runs = confirm_runs(candidates, seeds)
+    watch = InterruptWatch()
+    cbs = [watch, *callbacks]
+    previous = run_dir(storage_path, confirm_dir_name(name))
+    if tune.Tuner.can_restore(previous):
+        print(f"resuming the confirmation stage {previous}", file=sys.stderr)
+        tuner = restore_tuner(spec, {}, previous, callbacks=cbs, confirm_runs=runs)
+    else:
+        tuner = build_tuner(
+            spec,
+            {},
+            storage_path=storage_path,
+            name=confirm_dir_name(name),
+            callbacks=cbs,
+            stoppers=list(stoppers),
+            confirm_runs=runs,
+        )
+    with _signal_handlers_restored():
+        grid = tuner.fit()
+    interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
+    keys = list(candidates[0].config)
+    stage = summarise(
+        spec, grid, interrupted=interrupted, space=dict.fromkeys(keys), confirming=True
+    )
+    summary.trials.extend(stage.trials)
+    scores: dict[str, float | None] = {}
+    for trial in stage.trials:
+        if trial.status != "TERMINATED":
+            scores[trial.trial_id] = None
+        elif spec.evaluation.interval and trial.checkpoint and "://" not in trial.checkpoint:
+            # the seed's final evaluation: deterministic actions, evaluation.duration episodes
+            done = evaluate_checkpoint(
+                trial.checkpoint, episodes=spec.evaluation.duration, seed=trial.seed or 0
+            )
+            scores[trial.trial_id] = done.mean_return
+        else:
+            scores[trial.trial_id] = trial.score
+    summary.confirmation = confirmed_configs(spec, candidates, seeds, stage.trials, scores)
+    if summary.best is not None and summary.confirmation:
+        summary.best.confirmed = summary.confirmation[0]
+    if stage.status == "STOPPED":
+        summary.status = "STOPPED"
 
 
 def run_sweep(
@@ -287,9 +363,15 @@ def run_sweep(
     # GracefulStop.interrupted covers the stop_all fallback, where no handler ran
     interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
     summary = summarise(spec, result_grid, warnings, interrupted=interrupted, space=space)
+    if spec.confirm is not None and summary.status == "SUCCEEDED":
+        _confirm(
+            spec, summary, storage_path, name, [*callbacks, *cbs[len(callbacks) + 1 :]], stoppers
+        )
     summary.path = with_scheme(summary.path, storage_path)
     for trial in summary.trials:
         trial.checkpoint = with_scheme(trial.checkpoint, storage_path)
+    for confirmed in summary.confirmation:
+        confirmed.checkpoint = with_scheme(confirmed.checkpoint, storage_path)
     if summary.best is not None:
         summary.best.checkpoint = with_scheme(summary.best.checkpoint, storage_path)
     if tracker is not None:

@@ -8,9 +8,9 @@ from typing import Any
 
 from ray.tune import Callback
 
+from tuner.trials._algorithms import sampled_values, seed_of, stage_of
 from tuner.trials._mlflow_metrics import result_metrics
 from tuner.trials._summary import better
-from tuner.trials._tuner import sampled_values
 
 
 class StoreRecorder(Callback):
@@ -57,13 +57,12 @@ class StoreRecorder(Callback):
         self.store.upsert_trial(self.experiment_id, trial.trial_id, **fields)
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        from tuner.trials._algorithms import trial_index, trial_seed
-
         self._upsert(
             trial,
             status="RUNNING",
             config=sampled_values(trial.config, self.space_keys),
-            seed=trial_seed(self.base_seed, trial_index(trial.trial_id)),
+            seed=seed_of(trial.config, trial.trial_id, self.base_seed),
+            stage=stage_of(trial.config),
         )
 
     def on_trial_result(

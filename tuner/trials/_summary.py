@@ -31,6 +31,8 @@ def trial_view_from_result(
     base_seed: int,
     best_metric: float | None = None,
     last_metric: float | None = None,
+    score: float | None = None,
+    stage: str = "search",
     error: str | None = None,
 ) -> TrialView:
     """A TrialView from the last (nested or flat) Tune result of a trial."""
@@ -48,8 +50,27 @@ def trial_view_from_result(
         # an iteration that finished no episode reports no return: the last value carries
         metric=_finite(lookup(result, metric)) if last_metric is None else last_metric,
         best_metric=best_metric,
+        score=score,
+        stage=stage,
         error=error,
         node_id=info.get("node_id"),
         node_ip=result.get("node_ip"),
         device=info.get("device"),
     )
+
+
+def scope_value(values: list[float], scope: str, mode: str) -> float | None:
+    """A trial's ranking value from its metric history (carried over iterations without
+    an episode, in order), under Tune's scope names: last, last-5-avg, last-10-avg, avg,
+    or all (the peak)."""
+    finite = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    if not finite:
+        return None
+    if scope == "last":
+        return finite[-1]
+    if scope.startswith("last-") and scope.endswith("-avg"):
+        window = finite[-int(scope.split("-")[1]) :]
+        return sum(window) / len(window)
+    if scope == "avg":
+        return sum(finite) / len(finite)
+    return max(finite) if mode == "max" else min(finite)

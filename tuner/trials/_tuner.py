@@ -14,9 +14,10 @@ from ray.tune.stopper import CombinedStopper, Stopper
 from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import (
-    ENV_CONFIG_PREFIX,
-    MODEL_PREFIX,
+    CONFIRM_KEY,
     build_config,
+    config_path,
+    sampled_values,
     trainable_for,
 )
 from tuner.trials._envs import register_env
@@ -29,45 +30,18 @@ os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 # Our own progress table replaces Tune's console reporter.
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
-MODEL_CONFIG_KEY = "_model_config"  # where AlgorithmConfig.to_dict() keeps model_config
-
-
-def _config_path(key: str, config: dict[str, Any]) -> tuple[str, ...]:
-    """Where a search-space key lives in a config dict (AlgorithmConfig.to_dict()): its
-    own name, or the private name RLlib keeps a property under
-    (`train_batch_size_per_learner` -> `_train_batch_size_per_learner`), so the value
-    laid there is the one RLlib builds its config from and the one reported."""
-    if key.startswith(MODEL_PREFIX):
-        return (MODEL_CONFIG_KEY, key[len(MODEL_PREFIX) :])
-    if key.startswith(ENV_CONFIG_PREFIX):
-        return ("env_config", key[len(ENV_CONFIG_PREFIX) :])
-    if key not in config and f"_{key}" in config:
-        return (f"_{key}",)
-    return (key,)
-
 
 def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any]:
     """The trial config as a dict with the search domains laid over it."""
     params = build_config(spec, env_name=register_env(spec.env)).to_dict()
     for key, dom in space.items():
-        path = _config_path(key, params)
+        path = config_path(key, params)
         node = params
         for part in path[:-1]:
             node[part] = dict(node.get(part) or {})
             node = node[part]
         node[path[-1]] = dom.to_tune()
     return params
-
-
-def sampled_values(trial_config: dict[str, Any], space_keys: list[str]) -> dict[str, Any]:
-    """The values a trial drew for each search-space key, read where RLlib keeps them."""
-    out = {}
-    for key in space_keys:
-        node: Any = trial_config
-        for part in _config_path(key, trial_config):
-            node = node.get(part) if isinstance(node, dict) else None
-        out[key] = node
-    return out
 
 
 def _search_alg(spec: ExperimentSpec) -> Searcher | BasicVariantGenerator:
@@ -88,6 +62,14 @@ def build_stopper(spec: ExperimentSpec) -> SweepStopper:
     return SweepStopper(criteria, target_key=target)
 
 
+def confirm_param_space(spec: ExperimentSpec, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The param space of the confirmation stage: the fixed config, and one grid entry
+    per (config, seed) to re-run ({"of": trial id, "values": {...}, "seed": n})."""
+    params = build_config(spec, env_name=register_env(spec.env)).to_dict()
+    params[CONFIRM_KEY] = tune.grid_search(runs)
+    return params
+
+
 def build_tuner(
     spec: ExperimentSpec,
     space: dict[str, Domain],
@@ -96,40 +78,56 @@ def build_tuner(
     name: str,
     callbacks: list[tune.Callback] | None = None,
     stoppers: list[Stopper] | None = None,
+    confirm_runs: list[dict[str, Any]] | None = None,
 ) -> tune.Tuner:
     """A Tuner that runs the spec's sweep over the resolved `space`, its state under
-    storage_path/name."""
+    storage_path/name. With `confirm_runs`, the confirmation stage instead: each of
+    those (config, seed) runs once, to the spec's per-trial stop criteria (no scheduler,
+    no sweep-wide stop), each ending with a checkpoint."""
     ckpt = spec.checkpoint
+    confirming = confirm_runs is not None
+    stopper = SweepStopper(spec.stop.trial_criteria()) if confirming else build_stopper(spec)
     run_config = RunConfig(
         name=name,
         storage_path=str(storage_path),
-        stop=CombinedStopper(build_stopper(spec), *stoppers) if stoppers else build_stopper(spec),
+        stop=CombinedStopper(stopper, *stoppers) if stoppers else stopper,
         callbacks=callbacks or [],
         checkpoint_config=CheckpointConfig(
             num_to_keep=ckpt.num_to_keep,
             checkpoint_score_attribute=ckpt.score_attribute or spec.metric,
             checkpoint_score_order=spec.mode,
             checkpoint_frequency=ckpt.frequency,
-            checkpoint_at_end=ckpt.at_end,
+            checkpoint_at_end=ckpt.at_end or confirming,
         ),
         failure_config=FailureConfig(max_failures=0, fail_fast=False),
         verbose=0,
     )
-    tune_config = tune.TuneConfig(
-        metric=spec.metric,
-        mode=spec.mode,
-        num_samples=spec.search.num_samples,
-        search_alg=_search_alg(spec),
-        scheduler=build_scheduler(spec.scheduler, space),
-        max_concurrent_trials=spec.max_concurrent_trials
-        if spec.search.method == "optuna"
-        else None,
-        time_budget_s=spec.stop.time_budget_s,
-        reuse_actors=False,
-    )
+    if confirming:
+        tune_config = tune.TuneConfig(
+            metric=spec.metric,
+            mode=spec.mode,
+            num_samples=1,
+            search_alg=BasicVariantGenerator(max_concurrent=spec.max_concurrent_trials or 0),
+            reuse_actors=False,
+        )
+        params = confirm_param_space(spec, confirm_runs)
+    else:
+        tune_config = tune.TuneConfig(
+            metric=spec.metric,
+            mode=spec.mode,
+            num_samples=spec.search.num_samples,
+            search_alg=_search_alg(spec),
+            scheduler=build_scheduler(spec.scheduler, space),
+            max_concurrent_trials=spec.max_concurrent_trials
+            if spec.search.method == "optuna"
+            else None,
+            time_budget_s=spec.stop.time_budget_s,
+            reuse_actors=False,
+        )
+        params = param_space(spec, space)
     return tune.Tuner(
         trainable_for(spec),
-        param_space=param_space(spec, space),
+        param_space=params,
         tune_config=tune_config,
         run_config=run_config,
     )
@@ -140,6 +138,7 @@ def restore_tuner(
     space: dict[str, Domain],
     path: str,
     callbacks: list[tune.Callback] | None = None,
+    confirm_runs: list[dict[str, Any]] | None = None,
 ) -> tune.Tuner:
     """Continues an interrupted sweep from Tune's experiment state at `path`.
 
@@ -149,7 +148,9 @@ def restore_tuner(
     tuner = tune.Tuner.restore(
         path,
         trainable=trainable_for(spec),
-        param_space=param_space(spec, space),
+        param_space=param_space(spec, space)
+        if confirm_runs is None
+        else confirm_param_space(spec, confirm_runs),
         resume_unfinished=True,
         resume_errored=False,
         restart_errored=False,

@@ -318,6 +318,7 @@ async function refreshSweep(id, gen) {
   s.data = exp;
   renderHeader(exp);
   renderBest();
+  renderConfirmation(exp);
 
   // Once the sweep is terminal, trials and metrics are fetched one last time and then
   // left alone; the experiment itself is still polled, so a resume restarts them.
@@ -358,7 +359,8 @@ function clearSweepView() {
   setText($('#trial-summary'), '');
   $('#stop-button').disabled = true;
   $('#resume-button').disabled = true;
-  if (window.Plotly) for (const sel of ['#curves', '#parcoords']) Plotly.purge($(sel));
+  if (window.Plotly) for (const sel of ['#curves', '#parcoords', '#confirm-chart']) Plotly.purge($(sel));
+  state.exp.confirmSig = null;
 }
 
 function renderHeader(exp) {
@@ -409,6 +411,51 @@ function renderBest() {
   show($('#best-mlflow'), Boolean(url));
 }
 
+/** The confirmation stage: each confirmed config's scores over fresh seeds, with the
+ * mean and its 95 % bootstrap interval drawn as error bars. */
+function renderConfirmation(exp) {
+  const rows = exp.confirmation || [];
+  show($('#confirm-panel'), rows.length > 0);
+  const sig = JSON.stringify(rows);
+  if (!rows.length || sig === state.exp.confirmSig) return;
+  state.exp.confirmSig = sig;
+  const ci = (c) => (c.ci95 ? `[${fmtNum(c.ci95[0])}, ${fmtNum(c.ci95[1])}]` : '—');
+  setHtml($('#confirm-table tbody'), rows.map((c) => `<tr>
+      <td>${esc(c.trial_id)}</td>
+      <td><code>${esc(JSON.stringify(c.config))}</code></td>
+      <td>${esc((c.seeds || []).join(', '))}</td>
+      <td>${esc((c.scores || []).map(fmtNum).join(', '))}</td>
+      <td class="num">${esc(fmtNum(c.mean))}</td>
+      <td class="num">${esc(fmtNum(c.std))}</td>
+      <td>${esc(ci(c))}</td>
+      <td class="num">${esc(fmtNum(c.iqm))}</td>
+    </tr>`).join(''));
+  if (!window.Plotly) return;
+  const withMean = rows.filter((c) => typeof c.mean === 'number');
+  const trace = {
+    type: 'scatter',
+    mode: 'markers',
+    x: withMean.map((c) => String(c.trial_id)),
+    y: withMean.map((c) => c.mean),
+    error_y: {
+      type: 'data',
+      symmetric: false,
+      array: withMean.map((c) => (c.ci95 ? c.ci95[1] - c.mean : 0)),
+      arrayminus: withMean.map((c) => (c.ci95 ? c.mean - c.ci95[0] : 0)),
+    },
+    marker: { size: 10 },
+    hovertemplate: '%{x}<br>mean %{y:.4g}<extra></extra>',
+  };
+  const layout = {
+    height: 300,
+    margin: { l: 60, r: 20, t: 10, b: 60 },
+    xaxis: { title: { text: 'config (search trial)' }, type: 'category' },
+    yaxis: { title: { text: `${exp.metric || 'score'}: mean, 95 % CI` }, zeroline: false },
+    uirevision: exp.id,
+  };
+  Plotly.react($('#confirm-chart'), [trace], layout, PLOT_CONFIG);
+}
+
 // ---------------------------------------------------------------- trials table
 
 /** Column definitions; `get` gives the sort value, `html` the cell content. */
@@ -419,7 +466,9 @@ function trialColumns(configKeys) {
     { key: 'status', label: 'Status', get: (t) => t.status, html: (t) => badge(t.status) },
     num('iterations', 'Iter'),
     num('env_steps', 'Env steps'),
+    { key: 'stage', label: 'Stage', get: (t) => t.stage },
     num('metric', 'Metric'),
+    num('score', 'Score'),
     num('best_metric', 'Best'),
     ...configKeys.map((k) => ({
       key: `config.${k}`, label: k, cls: 'col-config',

@@ -1,0 +1,105 @@
+"""The confirmation stage, end to end through `tuner run` on real Ray, RLlib and MLflow:
+the search's best configs re-run on fresh seeds; a Ctrl-C during the confirmation and
+`--resume` continue it without re-running any search trial."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import yaml
+from mlflow.tracking import MlflowClient
+
+from tests.integration._cli import RESUMABLE, tuner_run, wait_while_running
+from tuner import mlflow_names as names
+
+SPEC = {
+    **RESUMABLE,
+    "name": "confirmed",
+    "stop": {"training_iteration": 3},
+    "checkpoint": {"frequency": 0, "at_end": True},
+    "scope": "last",
+    "confirm": {"top_k": 2, "seeds": 2},
+    "seed": 7,
+}
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path):
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(SPEC))
+    data = tmp_path / "data"
+    results = data / "ray_results"
+    run_ = tuner_run(spec_path, data)
+
+    def confirming():
+        done = list(results.glob("confirmed_*-confirm/TunerPPO_*/result.json"))
+        return any(lines(p) >= 1 for p in done)
+
+    try:
+        wait_while_running(run_, confirming, "the confirmation stage trained", timeout=400)
+        search_iters = {
+            p.parent.name: lines(p)
+            for p in results.glob("confirmed_????????-??????/TunerPPO_*/result.json")
+        }
+        os.killpg(run_.pid, signal.SIGINT)  # Ctrl-C during the confirmation
+        out, _ = run_.communicate(timeout=180)
+    finally:
+        if run_.poll() is None:
+            os.killpg(run_.pid, signal.SIGKILL)
+            run_.wait()
+    stopped = json.loads(out)
+    assert run_.returncode != 0 and stopped["status"] == "STOPPED"
+    assert len(search_iters) == 2 and set(search_iters.values()) == {3}
+
+    again = tuner_run(spec_path, data, "--resume")
+    out, _ = again.communicate(timeout=600)
+    assert again.returncode == 0, out
+    summary = json.loads(out)
+    # no search trial ran again: their histories are as they were at the Ctrl-C
+    for path in results.glob("confirmed_????????-??????/TunerPPO_*/result.json"):
+        assert lines(path) == search_iters[path.parent.name]
+
+    search = [t for t in summary["trials"] if t["stage"] == "search"]
+    confirm = [t for t in summary["trials"] if t["stage"] == "confirm"]
+    assert len(search) == 2 and len(confirm) == 4
+    assert all(t["status"] == "TERMINATED" and t["iterations"] == 3 for t in confirm)
+    search_seeds = {t["seed"] for t in search}
+    confirmation = summary["confirmation"]
+    assert len(confirmation) == 2
+    means = [c["mean"] for c in confirmation]
+    assert means == sorted(means, reverse=True)  # mode max: best mean first
+    by_id = {t["trial_id"]: t for t in summary["trials"]}
+    for c in confirmation:
+        assert set(c["seeds"]).isdisjoint(search_seeds) and len(c["seeds"]) == 2
+        assert c["trial_id"] in {t["trial_id"] for t in search}
+        runs = [by_id[t] for t in c["trials"]]
+        assert [r["seed"] for r in runs] == c["seeds"]
+        assert all(r["config"] == c["config"] for r in runs)
+        assert c["scores"] == [r["score"] for r in runs]  # no evaluation: the scope value
+        assert c["ci95"][0] <= c["mean"] <= c["ci95"][1] and c["std"] >= 0
+        assert min(c["scores"]) <= c["iqm"] <= max(c["scores"])
+    assert summary["best"]["confirmed"] == confirmation[0]
+    assert summary["best"]["scope"] == "last"
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{data / 'mlflow.db'}")
+    parent = client.get_run(summary["mlflow"]["parent_run_id"])
+    assert parent.data.metrics[names.CONFIRMED_MEAN] == confirmation[0]["mean"]
+    assert parent.data.metrics[names.CONFIRMED_CI_LOW] == confirmation[0]["ci95"][0]
+    children = client.search_runs(
+        [summary["mlflow"]["experiment_id"]],
+        filter_string=f"tags.`{names.TAG_PARENT}` = '{parent.info.run_id}'",
+    )
+    stages = sorted(r.data.tags[names.TAG_STAGE] for r in children)
+    assert stages == ["confirm"] * 4 + ["search"] * 2  # one child per trial, none twice
+    # the registered model is the best confirmed config's median-score seed
+    median = by_id[confirmation[0]["median_trial_id"]]
+    version = summary["mlflow"]["model_version"].rsplit("/", 1)[-1]
+    registered = client.get_model_version(names.registered_model("confirmed"), version)
+    assert registered.run_id == median["mlflow_run_id"]
+    assert registered.source.endswith(Path(confirmation[0]["checkpoint"]).name)

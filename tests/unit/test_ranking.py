@@ -1,0 +1,97 @@
+"""How trials are ranked (scope) and how confirmed configs are summarised."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from tuner.spec import SpecError, parse_spec
+from tuner.trials._confirm import confirm_seeds, iqm, pick_candidates, stats
+from tuner.trials._summary import scope_value
+from tuner.views import SweepSummary, TrialView
+
+HISTORY = [1.0, 9.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+@pytest.mark.parametrize(
+    ("scope", "mode", "expected"),
+    [
+        ("last", "max", 6.0),
+        ("last-5-avg", "max", 4.0),
+        ("last-10-avg", "max", 30 / 7),
+        ("avg", "max", 30 / 7),
+        ("all", "max", 9.0),
+        ("all", "min", 1.0),
+    ],
+)
+def test_scope_values(scope, mode, expected):
+    assert scope_value(HISTORY, scope, mode) == pytest.approx(expected)
+
+
+def test_scope_ignores_missing_values_and_empty_histories():
+    assert scope_value([float("nan"), 2.0, None], "last", "max") == 2.0
+    assert scope_value([], "last-5-avg", "max") is None
+
+
+def test_a_lucky_peak_does_not_win_under_the_default_scope():
+    lucky, steady = [0.0, 500.0, 100.0, 90.0, 80.0], [300.0, 310.0, 320.0, 330.0, 340.0]
+    assert scope_value(lucky, "all", "max") > scope_value(steady, "all", "max")
+    assert scope_value(steady, "last-5-avg", "max") > scope_value(lucky, "last-5-avg", "max")
+
+
+def test_stats_mean_std_ci_and_iqm():
+    scores = [446.9, 500.0, 480.0, 471.0, 492.0]
+    out = stats(scores, seed=3)
+    assert out["mean"] == pytest.approx(statistics.mean(scores))
+    assert out["std"] == pytest.approx(statistics.stdev(scores))
+    lo, hi = out["ci95"]
+    assert min(scores) <= lo < out["mean"] < hi <= max(scores)
+    assert stats(scores, seed=3) == out  # seeded: the same CI every time
+    assert out["iqm"] == pytest.approx(iqm(scores))
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    assert iqm([1, 2, 3, 4]) == pytest.approx(2.5)
+    assert iqm([0, 10, 10, 10, 10, 10, 10, 1000]) == pytest.approx(10)
+    five = [1.0, 2.0, 3.0, 4.0, 100.0]  # rliable: boundary scores count in part
+    assert iqm(five) == pytest.approx((0.75 * 2 + 3 + 0.75 * 4) / 2.5)
+    assert not math.isnan(iqm([5.0]))
+
+
+def spec(**patch):
+    data = {"name": "c", "algorithm": "PPO", "env": "CartPole-v1", "seed": 10}
+    data.update(patch)
+    return parse_spec(data)
+
+
+def test_candidates_are_the_top_k_distinct_finished_configs():
+    trials = [
+        TrialView(trial_id="t_00000", status="TERMINATED", config={"lr": 1}, score=5.0),
+        TrialView(trial_id="t_00001", status="TERMINATED", config={"lr": 2}, score=9.0),
+        TrialView(trial_id="t_00002", status="TERMINATED", config={"lr": 2}, score=8.0),
+        TrialView(trial_id="t_00003", status="ERROR", config={"lr": 3}, score=None),
+        TrialView(trial_id="t_00004", status="TERMINATED", config={"lr": 4}, score=7.0),
+    ]
+    summary = SweepSummary(name="c", status="SUCCEEDED", metric="m", mode="max", trials=trials)
+    picked = pick_candidates(spec(confirm={"top_k": 2, "seeds": 3}), summary)
+    assert [t.trial_id for t in picked] == ["t_00001", "t_00004"]
+    low = pick_candidates(spec(mode="min", confirm={"top_k": 1, "seeds": 3}), summary)
+    assert [t.trial_id for t in low] == ["t_00000"]
+
+
+def test_confirmation_seeds_follow_every_search_seed():
+    seeds = confirm_seeds(spec(confirm={"top_k": 2, "seeds": 3}), search_trials=8)
+    assert seeds == [18, 19, 20]
+    assert set(seeds).isdisjoint(range(10, 18))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("scope", "best"), ("confirm", {"top_k": 0, "seeds": 3}), ("confirm", {"seeds": 1})],
+)
+def test_bad_scope_and_confirm_are_named(field, value):
+    with pytest.raises(SpecError) as err:
+        spec(**{field: value})
+    assert err.value.issues[0].loc.startswith(field)
