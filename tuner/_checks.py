@@ -1,12 +1,13 @@
 """Request bodies parsed and specs validated in a worker process, so the API process
-never imports RLlib and a pathological body cannot stall or crash its event loop."""
+never imports RLlib (or anything a spec names) and a pathological body cannot stall or
+crash its event loop."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import yaml
+from tuner._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
+from tuner.spec import SpecError
 
 
 def _issue(loc: str, msg: str, value: Any = None) -> dict[str, Any]:
@@ -14,38 +15,46 @@ def _issue(loc: str, msg: str, value: Any = None) -> dict[str, Any]:
 
 
 def parse_body(raw: bytes, yaml_body: bool) -> Any:
-    """The body as data; YAML aliases are refused (a few bytes can expand to gigabytes)."""
-    text = raw.decode("utf-8")
-    if not yaml_body:
-        return json.loads(text)
-    if any(isinstance(t, yaml.AliasToken) for t in yaml.scan(text)):
-        raise ValueError("YAML aliases (*name) are not accepted")
-    return yaml.safe_load(text)
+    """The body as plain data: UTF-8; JSON without NaN / Infinity, or YAML without tags,
+    anchors or aliases; nested at most 32 deep; integers within int64, floats finite.
+    Raises SpecError naming the problem (NestingTooDeep for depth)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError.one("(body)", f"not UTF-8 text: {err.reason} at byte {err.start}") from None
+    data = load_yaml_strict(text) if yaml_body else load_json_strict(text)
+    issues = check_data(data)
+    if issues:
+        raise SpecError(issues)
+    return data
 
 
 def check_body(
     raw: bytes,
     yaml_body: bool,
-    allowed_env_modules: list[str],
+    allowed_modules: list[str],
     nodes: list[dict[str, float]] | None = None,
+    max_trials: int | None = None,
 ) -> dict[str, Any]:
-    """{"spec": validated spec JSON, "warnings": [...]} or {"issues": [{loc, msg, value}]}.
+    """{"spec": validated spec JSON, "warnings": [...]} or {"issues": [{loc, msg, value}]}
+    (with "status": 413 for a body nested too deep).
 
-    With `nodes` (each alive node's total resources), a spec whose one trial can never
-    be placed on them is refused too."""
-    from tuner.spec import SpecError, parse_spec
+    Nothing the spec names is imported here: code references and import-path envs are
+    checked against `allowed_modules` as text. With `nodes` (each alive node's total
+    resources), a spec whose one trial can never be placed on them is refused too."""
+    from tuner.spec import parse_spec
     from tuner.trials import check_fits, validate_spec
 
-    kind = "YAML" if yaml_body else "JSON"
     try:
         data = parse_body(raw, yaml_body)
-    except (ValueError, yaml.YAMLError, RecursionError) as err:
-        return _issue("(body)", f"not valid {kind}: {str(err)[:300]}")
-    try:
         spec = parse_spec(data)
-        warnings = validate_spec(spec, allowed_env_modules=allowed_env_modules)
+        warnings = validate_spec(
+            spec, allowed_modules=allowed_modules, import_user_code=False, max_trials=max_trials
+        )
         if nodes:
             check_fits(spec, nodes)
+    except NestingTooDeep as err:
+        return {"issues": [i.model_dump(mode="json") for i in err.issues], "status": 413}
     except SpecError as err:
         return {"issues": [i.model_dump(mode="json") for i in err.issues]}
     except Exception as err:  # noqa: BLE001 - any other failure is still the spec's problem

@@ -33,17 +33,34 @@ def _print_issues(error: SpecError, path: Path) -> None:
         err.print(f"  {issue}", markup=False, highlight=False)
 
 
+AllowModule = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-module",
+        help="Allow code from this module (and its submodules) by import path "
+        "'module:Name' in the spec (repeatable; adds to TUNER_ALLOWED_MODULES).",
+    ),
+]
+
+
+def _allowed(settings: Settings, extra: list[str] | None) -> list[str]:
+    return [*settings.allowed_module_list, *(m.strip() for m in extra or [] if m.strip())]
+
+
 @app.command()
 def validate(
     file: Annotated[Path, typer.Argument(help="Spec file (YAML or JSON).")],
     env_check: Annotated[bool, typer.Option("--env/--no-env", help="Build the env once.")] = True,
+    allow_module: AllowModule = None,
 ) -> None:
     """Check a spec; print each problem with its field path and bad value."""
     from tuner.trials import validate_spec
 
     try:
         spec = load_spec(file)
-        warnings = validate_spec(spec, build_env=env_check)
+        warnings = validate_spec(
+            spec, build_env=env_check, allowed_modules=_allowed(Settings(), allow_module)
+        )
     except SpecError as e:
         _print_issues(e, file)
         raise typer.Exit(2) from None
@@ -62,6 +79,7 @@ def run(
     data_dir: Annotated[
         Path | None, typer.Option(help="Where the run's data goes (default TUNER_DATA_DIR).")
     ] = None,
+    allow_module: AllowModule = None,
 ) -> None:
     """Run a sweep in this process on a local Ray (no server) and print the best trial.
 
@@ -83,6 +101,7 @@ def run(
             progress_to_stderr=output == "json",
             tracking=tracking_config(settings),
             check_fit=settings.cluster_fit_check,
+            allowed_modules=_allowed(settings, allow_module),
             # Ctrl-C: running trials checkpoint first; Ctrl-C again stops at once
             callbacks=[GracefulCtrlC()],
         )
@@ -201,6 +220,7 @@ def serve(
     if host not in LOOPBACK and not settings.api_token:
         err.print(f"refusing to bind {host}: set TUNER_API_TOKEN to serve beyond loopback")
         raise typer.Exit(2)
+    settings = settings.model_copy(update={"host": host, "port": port})  # Host check: this one
     settings.data_path.mkdir(parents=True, exist_ok=True)
     # The app starts the MLflow UI in its lifespan and stops it there: uvicorn re-raises
     # SIGTERM after shutdown, so code after uvicorn.run would never run.

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
     """Every knob of the service; `TUNER_<NAME>` sets one."""
 
-    model_config = SettingsConfigDict(env_prefix="TUNER_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="TUNER_", extra="ignore", populate_by_name=True)
 
     data_dir: Path = Field(
         Path.home() / ".tuner",
@@ -69,10 +69,23 @@ class Settings(BaseSettings):
         description="Python that runs a sweep's driver on the cluster; default this "
         "interpreter for an embedded or loopback cluster, else `python` on the head's PATH.",
     )
-    env_modules: str = Field(
+    allowed_modules: str = Field(
         "",
-        description="Comma-separated module prefixes whose 'module:Name' envs the service "
-        "accepts (e.g. 'mypkg.envs'); empty: gymnasium ids only. `tuner run` allows any.",
+        validation_alias=AliasChoices(
+            "TUNER_ALLOWED_MODULES", "TUNER_ENV_MODULES", "allowed_modules", "env_modules"
+        ),
+        description="Comma-separated module prefixes whose code a spec may name by import "
+        "path 'module:Name' (envs, callbacks, RLlib classes); empty: none, only gymnasium "
+        "ids and RLlib's own classes by name. TUNER_ENV_MODULES is the old name. Such "
+        "code runs on the cluster: allow only packages you trust and have installed there.",
+    )
+    allowed_hosts: str | None = Field(
+        None,
+        description="Comma-separated Host names the API answers besides the bind host and "
+        "localhost (DNS-rebinding guard); '*' turns the check off.",
+    )
+    max_trials: int = Field(
+        1000, ge=1, description="Most search trials one sweep may make (grid x num_samples)."
     )
     view_cache_s: float = Field(
         0.5, ge=0, description="How long a polled sweep / trials view is served from memory."
@@ -103,9 +116,9 @@ class Settings(BaseSettings):
         return self.data_dir.expanduser().absolute()
 
     @property
-    def allowed_env_modules(self) -> list[str]:
-        """TUNER_ENV_MODULES as a list of module prefixes."""
-        return [m.strip() for m in self.env_modules.split(",") if m.strip()]
+    def allowed_module_list(self) -> list[str]:
+        """TUNER_ALLOWED_MODULES as a list of module prefixes."""
+        return [m.strip() for m in self.allowed_modules.split(",") if m.strip()]
 
     @property
     def tracking_uri(self) -> str:

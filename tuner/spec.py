@@ -293,7 +293,7 @@ class ExperimentSpec(_Model):
     @field_validator("name")
     @classmethod
     def _safe_name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
+        if not NAME_RE.fullmatch(v):
             raise ValueError(
                 f"{v!r} is not a valid name: use letters, digits, '_', '.', '-' "
                 "(at most 64, starting with a letter or digit)"
@@ -304,16 +304,16 @@ class ExperimentSpec(_Model):
     @classmethod
     def _safe_env(cls, v: str) -> str:
         if ":" in v:
-            if not IMPORT_PATH_RE.match(v):
+            if not IMPORT_PATH_RE.fullmatch(v):
                 raise ValueError(f"{v!r} is not 'package.module:Name'")
-        elif not GYM_ID_RE.match(v) or ".." in v:
+        elif not GYM_ID_RE.fullmatch(v) or ".." in v:
             raise ValueError(f"{v!r} is not a gymnasium id such as 'CartPole-v1'")
         return v
 
     @field_validator("metric")
     @classmethod
     def _metric_key(cls, v: str) -> str:
-        if not re.match(r"^[A-Za-z0-9_/.-]{1,200}$", v):
+        if not re.fullmatch(r"[A-Za-z0-9_/.-]{1,200}", v):
             raise ValueError(f"{v!r} is not a result key such as 'env_runners/episode_return_mean'")
         return v
 
@@ -363,6 +363,11 @@ class SpecError(ValueError):
         self.issues = issues
         super().__init__("; ".join(str(i) for i in issues))
 
+    @classmethod
+    def one(cls, loc: str, msg: str, value: Any = None) -> SpecError:
+        """A SpecError of one issue."""
+        return cls([SpecIssue(loc=loc, msg=msg, value=value)])
+
 
 def issues_from_validation_error(err: ValidationError) -> list[SpecIssue]:
     """Turns pydantic's errors into SpecIssues with dotted paths."""
@@ -399,12 +404,12 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         raise SpecError(
             [SpecIssue(loc="(file)", msg=err.strerror or str(err), value=str(p))]
         ) from None
-    try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise SpecError(
-            [SpecIssue(loc="(file)", msg=f"not valid YAML/JSON: {err}", value=str(p))]
-        ) from None
+    from tuner._safe_input import check_data, load_json_strict, load_yaml_strict
+
+    data = load_json_strict(text) if p.suffix == ".json" else load_yaml_strict(text)
+    issues = check_data(data)
+    if issues:
+        raise SpecError(issues)
     return parse_spec(data)
 
 

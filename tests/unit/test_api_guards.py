@@ -15,7 +15,8 @@ from tuner.settings import Settings
 @pytest.fixture
 def client(tmp_path):
     app = create_app(Settings(data_dir=tmp_path, api_token="s3cret", max_body_bytes=1000))
-    return TestClient(app)  # no lifespan: the guards answer before any store or Ray work
+    # no lifespan: the guards answer before any store or Ray work
+    return TestClient(app, base_url="http://127.0.0.1")
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,7 @@ def test_serve_refuses_public_bind_without_token(tmp_path):
 
 
 def test_cross_site_requests_refused(tmp_path):
-    client = TestClient(create_app(Settings(data_dir=tmp_path)))
+    client = TestClient(create_app(Settings(data_dir=tmp_path)), base_url="http://127.0.0.1")
     r = client.post("/api/v1/experiments/x/stop", headers={"Origin": "http://evil.example"})
     assert r.status_code == 403 and "evil.example" in r.json()["detail"]
 

@@ -175,7 +175,7 @@ def test_plain_envs_pass_and_dotted_or_unallowed_envs_do_not():
 
 
 def test_presets_pass():
-    presets = yaml.safe_load((ROOT / "tuner/trials/presets.yaml").read_text())
+    presets = yaml.safe_load((ROOT / "tuner/algorithms/presets.yaml").read_text())
     for name, preset in presets.items():
         assert issues(preset["config"]) == [], name
 

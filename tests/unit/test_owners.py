@@ -106,7 +106,7 @@ def test_view_models_are_defined_once():
 def client(tmp_path):
     app = create_app(Settings(data_dir=tmp_path))
     app.state.store = Store(f"sqlite:///{tmp_path / 'tuner.db'}")
-    yield TestClient(app)  # no lifespan (no Ray): these routes need only the store
+    yield TestClient(app, base_url="http://127.0.0.1")  # no lifespan: only the store needed
     app.state.store.close()
 
 

@@ -19,10 +19,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 import tuner
 from tuner.api._cache import ViewCache
 from tuner.api._routes import public, router
+from tuner.api._security import SecurityHeaders, allowed_hosts
 from tuner.api._validator import Validator
 from tuner.launcher import Launcher
 from tuner.service import Supervisor
@@ -143,7 +145,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     launcher = Launcher(settings)
     app.state.launcher = launcher
     await asyncio.to_thread(launcher.start, settings.embedded_num_cpus)
-    app.state.validator = Validator(settings.allowed_env_modules)
+    app.state.validator = Validator(settings.allowed_module_list, settings.max_trials)
     loop = asyncio.get_running_loop()
     app.state.wake_event = asyncio.Event()
     app.state.wake = lambda: loop.call_soon_threadsafe(app.state.wake_event.set)
@@ -214,7 +216,12 @@ def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = No
     app.include_router(public)
     app.include_router(router)
     app.openapi = _openapi(app)
-    app.add_middleware(BodyLimit, limit=app.state.settings.max_body_bytes)
+    settings = app.state.settings
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(
+        TrustedHostMiddleware, allowed_hosts=allowed_hosts(settings.host, settings.allowed_hosts)
+    )
+    app.add_middleware(SecurityHeaders)  # outermost: 400s and 413s carry the headers too
     app.add_exception_handler(RequestValidationError, _request_problems)
 
     @app.get("/", include_in_schema=False)

@@ -117,7 +117,7 @@ _SPEC_BODY = {
     "/experiments",
     status_code=status.HTTP_201_CREATED,
     response_model=ExperimentView,
-    responses={422: {"model": Problem}},
+    responses={413: {"model": Problem}, 422: {"model": Problem}},
     openapi_extra=_SPEC_BODY,
     tags=["experiments"],
 )
@@ -139,7 +139,7 @@ async def create_experiment(
         nodes = await run_in_threadpool(launcher.cluster_nodes)
     checked = await validator.check(await request.body(), yaml_body, nodes)
     if "issues" in checked:
-        raise HTTPException(422, detail=checked["issues"])
+        raise HTTPException(checked.get("status", 422), detail=checked["issues"])
     rec = await run_in_threadpool(service.submit, store, checked["spec"], checked["warnings"])
     wake()
     return await run_in_threadpool(experiment_view, store, rec)

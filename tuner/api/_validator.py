@@ -19,8 +19,11 @@ class Validator:
     """Parses and validates request bodies in one spawned worker process (RLlib loaded
     there, never here), with a deadline; a worker that hangs or dies is replaced."""
 
-    def __init__(self, allowed_env_modules: list[str], timeout_s: float = 120) -> None:
-        self.allowed = allowed_env_modules
+    def __init__(
+        self, allowed_modules: list[str], max_trials: int | None = None, timeout_s: float = 120
+    ) -> None:
+        self.allowed = allowed_modules
+        self.max_trials = max_trials
         self.timeout_s = timeout_s
         self._pool = self._new()
 
@@ -37,7 +40,9 @@ class Validator:
         a trial that fits none of them is an issue too."""
         future = None
         try:
-            future = self._pool.submit(_checks.check_body, raw, yaml_body, self.allowed, nodes)
+            future = self._pool.submit(
+                _checks.check_body, raw, yaml_body, self.allowed, nodes, self.max_trials
+            )
             return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
         except asyncio.CancelledError:
             if future is None or not future.cancelled():

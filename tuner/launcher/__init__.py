@@ -112,6 +112,7 @@ class Launcher:
             "TUNER_DATABASE_URL": s.store_url,
             "TUNER_CLUSTER_FIT_CHECK": str(s.cluster_fit_check).lower(),
             "TUNER_STOP_TIMEOUT_S": str(s.stop_timeout_s),
+            "TUNER_ALLOWED_MODULES": s.allowed_modules,
             "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token"),
         }
         if not s.mlflow_tracking_uri:

@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             stoppers=[StopRequested(settings.store_url, rec.id)],
             check_fit=settings.cluster_fit_check,
             space=space,
+            allowed_modules=settings.allowed_module_list,
         )
     except SpecError as err:
         store.update_experiment(rec.id, error=str(err))

@@ -303,18 +303,21 @@ def run_sweep(
     stoppers: Sequence[Stopper] = (),
     check_fit: bool = True,
     space: dict[str, Domain] | None = None,
+    allowed_modules: Sequence[str] | None = None,
 ) -> SweepSummary:
     """Runs (or, with resume, continues) the spec's sweep and returns its summary.
 
     `space` is the resolved search space (tuner.search_spaces.resolve_space), resolved
-    here when not given; every part of the sweep uses this one.
+    here when not given; every part of the sweep uses this one. `allowed_modules`: the
+    module prefixes whose code the spec may name by import path (None, for a caller
+    running its own spec in-process: any env; code settings only RLlib's own classes).
 
     With `tracking`, every trial is a nested MLflow run under the sweep's run.
     Raises SpecError before any trial starts when the spec cannot run here (with
     `check_fit`, also when one trial needs more than the cluster's alive nodes have).
     """
     space = resolve_space(spec) if space is None else space
-    warnings = validate_spec(spec, space=space)
+    warnings = validate_spec(spec, space=space, allowed_modules=allowed_modules)
     ensure_ray(ray_address)
     if check_fit:
         check_fits(spec, alive_nodes())

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tuner._code_refs import check_code_refs, check_space_code_refs, module_allowed
 from tuner.search_spaces import Domain, resolve_space
-from tuner.spec import ExperimentSpec, SpecError, SpecIssue
+from tuner.spec import IMPORT_PATH_RE, ExperimentSpec, SpecError, SpecIssue
 from tuner.trials._algorithms import (
     ENV_CONFIG_PREFIX,
     MODEL_PREFIX,
@@ -40,32 +41,76 @@ def search_space(spec: ExperimentSpec) -> dict[str, Domain]:
     return resolve_space(spec)
 
 
+def grid_trials(spec: ExperimentSpec, space: dict[str, Domain]) -> int:
+    """How many search trials the spec makes: the grid's size times num_samples."""
+    size = 1
+    for dom in space.values():
+        if dom.kind == "grid":
+            size *= len(dom.args)
+    return size * spec.search.num_samples
+
+
 def validate_spec(
     spec: ExperimentSpec,
     *,
     build_env: bool = True,
-    allowed_env_modules: Sequence[str] | None = None,
+    allowed_modules: Sequence[str] | None = None,
     space: dict[str, Domain] | None = None,
+    import_user_code: bool = True,
+    max_trials: int | None = None,
 ) -> list[str]:
     """Checks what only RLlib can check; returns warnings, raises SpecError. `space` is
     the resolved search space (resolved here when not given).
 
-    With `allowed_env_modules` (the service), an import-path env must live under one of
-    those module prefixes; it is checked before anything is imported."""
-    if allowed_env_modules is not None and ":" in spec.env:
-        module = spec.env.partition(":")[0]
-        if not any(module == m or module.startswith(m + ".") for m in allowed_env_modules):
-            raise SpecError(
-                [
-                    SpecIssue(
-                        loc="env",
-                        value=spec.env,
-                        msg="this service accepts envs from "
-                        + (", ".join(allowed_env_modules) if allowed_env_modules else "no module")
-                        + " (TUNER_ENV_MODULES); use a gymnasium id",
-                    )
-                ]
+    A spec is data. Every value RLlib would turn into code (`type` in a `*_config`,
+    `callbacks`, `*_class`, ..., in `config`, `model` and every search-space value) must
+    be one of RLlib's own classes by short name (tuner/rllib_classes.yaml) or an import
+    path under `allowed_modules`; with `allowed_modules` (the service, the CLI), an
+    import-path env must lie under one of them too. Both are checked before anything is
+    imported. Without `import_user_code` (the API's validator) no module a spec names
+    is imported at all: an import-path env is not built here (the driver builds it)."""
+    space = resolve_space(spec) if space is None else space
+    allowed = list(allowed_modules) if allowed_modules is not None else None
+    refs: list[SpecIssue] = []
+    if allowed is not None and ":" in spec.env and not module_allowed(spec.env, allowed):
+        refs.append(
+            SpecIssue(
+                loc="env",
+                value=spec.env,
+                msg="this service accepts envs from "
+                + (", ".join(allowed) if allowed else "no module")
+                + " (TUNER_ALLOWED_MODULES, formerly TUNER_ENV_MODULES; `tuner run "
+                "--allow-module`); use a gymnasium id",
             )
+        )
+    code_allowed = allowed or []
+    refs += check_code_refs(spec.config, loc="config", allowed_modules=code_allowed)
+    refs += check_code_refs(spec.model, loc="model", allowed_modules=code_allowed)
+    refs += check_space_code_refs(space, allowed_modules=code_allowed)
+    for key, dom in space.items():
+        if key in _OWNED_BY_SPEC:
+            refs.append(
+                SpecIssue(
+                    loc=f"search.space.{key}",
+                    value=str(dom),
+                    msg=f"the spec owns it: set it as `{_OWNED_BY_SPEC[key]}`, not searched",
+                )
+            )
+    if max_trials is not None and grid_trials(spec, space) > max_trials:
+        refs.append(
+            SpecIssue(
+                loc="search",
+                value=grid_trials(spec, space),
+                msg=f"makes {grid_trials(spec, space)} trials (grid size x num_samples); "
+                f"this service runs at most {max_trials} per sweep (TUNER_MAX_TRIALS)",
+            )
+        )
+    if refs:
+        raise SpecError(refs)
+    user_code = any(
+        isinstance(v, str) and IMPORT_PATH_RE.match(v)
+        for v in _strings(spec.config) + _strings(spec.model)
+    )
     issues: list[SpecIssue] = []
     warnings = preset_warnings(spec.algorithm)
     known = rllib_keys(spec.base_algorithm)
@@ -91,7 +136,7 @@ def validate_spec(
             "noisy=True is accepted but has no effect on RLlib 2.60's new API "
             "stack: exploration stays epsilon-greedy"
         )
-    for key, dom in (resolve_space(spec) if space is None else space).items():
+    for key, dom in space.items():
         prefix = next((p for p in (MODEL_PREFIX, ENV_CONFIG_PREFIX) if key.startswith(p)), None)
         if prefix:
             if not key[len(prefix) :] or "." in key[len(prefix) :]:
@@ -120,13 +165,27 @@ def validate_spec(
             )
     if issues:
         raise SpecError(issues)
-    try:
-        config = build_config(spec)
-        config.validate()
-    except Exception as err:  # noqa: BLE001 - RLlib raises ValueError and friends
-        raise SpecError(
-            [SpecIssue(loc="config", value=spec.config, msg=f"RLlib rejects the config: {err}")]
-        ) from None
-    if build_env:
+    if user_code:  # RLlib would import them while building the config: the driver checks
+        warnings.append(
+            "the config names code by import path: RLlib's own checks of the built config "
+            "run when the sweep starts"
+        )
+    else:
+        try:
+            config = build_config(spec)
+            config.validate()
+        except Exception as err:  # noqa: BLE001 - RLlib raises ValueError and friends
+            raise SpecError(
+                [SpecIssue(loc="config", value=spec.config, msg=f"RLlib rejects the config: {err}")]
+            ) from None
+    if build_env and (import_user_code or ":" not in spec.env):
         check_env(spec.env, spec.env_config)
     return warnings
+
+
+def _strings(data: object) -> list[str]:
+    if isinstance(data, dict):
+        return [s for v in data.values() for s in _strings(v)]
+    if isinstance(data, list | tuple):
+        return [s for v in data for s in _strings(v)]
+    return [data] if isinstance(data, str) else []

@@ -1,0 +1,162 @@
+"""A spec is data, and hostile input gets a 4xx naming the field: one test per finding
+of the security review (issue "A spec is data"). Nothing here runs a sweep; the checks
+are the ones `tuner validate`, `tuner run` and `POST /experiments` make."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from tuner._checks import check_body
+from tuner.api import create_app
+from tuner.cli import app as cli
+from tuner.settings import Settings
+
+BASE = {"name": "hostile", "algorithm": "DQN", "env": "CartPole-v1"}
+POPEN = "{type: subprocess.Popen, _args: [[touch, probe-file]]}"
+
+
+def post(spec: dict | str, *, yaml_body: bool = False, allowed: list[str] | None = None) -> dict:
+    raw = spec.encode() if isinstance(spec, str) else json.dumps(spec).encode()
+    return check_body(raw, yaml_body, allowed or [], None, 1000)
+
+
+def locs(out: dict) -> list[str]:
+    assert "spec" not in out, out
+    return [i["loc"] for i in out["issues"]]
+
+
+def test_a_replay_buffer_type_that_would_start_a_process_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = post({**BASE, "config": {"replay_buffer_config": {"type": POPEN}}})
+    assert locs(out) == ["config.replay_buffer_config.type"]
+    assert "PrioritizedEpisodeReplayBuffer" in out["issues"][0]["msg"]
+    assert not (tmp_path / "probe-file").exists()
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({**BASE, "config": {"replay_buffer_config": {"type": POPEN}}}))
+    result = CliRunner().invoke(cli, ["validate", str(spec), "--no-env"])
+    assert result.exit_code == 2 and "config.replay_buffer_config.type" in result.output
+    assert not (tmp_path / "probe-file").exists()
+
+
+def test_rllib_short_names_pass():
+    out = post({**BASE, "config": {"replay_buffer_config": {"type": "EpisodeReplayBuffer"}}})
+    assert "spec" in out, out
+
+
+def test_callbacks_naming_a_stdlib_function_are_refused():
+    out = post({**BASE, "config": {"callbacks": "os.abort"}})
+    assert locs(out) == ["config.callbacks"]
+    assert "TUNER_ALLOWED_MODULES" in out["issues"][0]["msg"]
+
+
+def test_the_validator_imports_no_module_a_spec_names(tmp_path, monkeypatch):
+    probe = tmp_path / "mark"
+    monkeypatch.setenv("TUNER_PROBE_FILE", str(probe))
+    sys.modules.pop("tests.probe_import", None)
+    refused = post({**BASE, "env": "tests.probe_import:ProbeEnv"})
+    assert locs(refused) == ["env"]
+    # even an allowed module is not imported by the validator (the driver builds the env)
+    allowed = post({**BASE, "env": "tests.probe_import:ProbeEnv"}, allowed=["tests"])
+    assert "spec" in allowed, allowed
+    callbacks = post(
+        {**BASE, "config": {"callbacks": "tests.probe_import:ProbeEnv"}}, allowed=["tests"]
+    )
+    assert "spec" in callbacks, callbacks
+    assert not probe.exists() and "tests.probe_import" not in sys.modules
+
+
+@pytest.mark.parametrize(
+    ("space", "loc"),
+    [
+        ({"env": {"choice": ["this:CartPole-v1"]}}, "search.space.env"),
+        ({"num_env_runners": {"choice": [64]}}, "search.space.num_env_runners"),
+        ({"callbacks": {"choice": [None, "os.abort"]}}, "search.space.callbacks"),
+        (
+            {"replay_buffer_config": {"choice": [{"type": POPEN}]}},
+            "search.space.replay_buffer_config.type",
+        ),
+    ],
+)
+def test_search_space_keys_get_the_checks_config_keys_get(space, loc):
+    out = post({**BASE, "search": {"space": space}})
+    assert loc in locs(out)
+
+
+def test_yaml_tags_are_refused_not_decoded():
+    body = "name: x\nalgorithm: PPO\nenv: CartPole-v1\nenv_config: {blob: !!binary aGVsbG8=}\n"
+    out = post(body, yaml_body=True)
+    assert locs(out) == ["(body)"] and "!!binary" in out["issues"][0]["msg"]
+
+
+def test_nan_in_config_is_refused_not_stored_as_null():
+    out = post('{"name": "x", "algorithm": "PPO", "env": "CartPole-v1", "config": {"lr": NaN}}')
+    assert locs(out) == ["config.lr"]
+
+
+def test_a_name_with_a_trailing_newline_is_refused():
+    out = post({**BASE, "name": "sweep\n"})
+    assert locs(out) == ["name"]
+
+
+def test_a_grid_of_a_million_points_is_refused():
+    grid = {"grid": list(range(1000))}
+    out = post({**BASE, "search": {"method": "grid", "space": {"lr": grid, "gamma": grid}}})
+    assert locs(out) == ["search"] and "1000000 trials" in out["issues"][0]["msg"]
+
+
+def test_integers_beyond_64_bits_are_refused():
+    out = post({**BASE, "config": {"train_batch_size_per_learner": 2**70}})
+    assert locs(out) == ["config.train_batch_size_per_learner"]
+
+
+def test_deeply_nested_bodies_are_413_quickly():
+    out = check_body(b"[" * 100_000 + b"]" * 100_000, False, [], None, 1000)
+    assert out["status"] == 413
+    deep_yaml = ("a:\n" + "".join("  " * i + "b:\n" for i in range(1, 60))).encode()
+    assert check_body(deep_yaml, True, [], None, 1000)["status"] == 413
+
+
+@pytest.fixture
+def client(tmp_path):
+    return TestClient(create_app(Settings(data_dir=tmp_path)), base_url="http://127.0.0.1:8000")
+
+
+def test_a_foreign_host_header_is_refused(client):
+    assert client.get("/", headers={"Host": "evil.example"}).status_code == 400
+    assert client.get("/").status_code == 200
+
+
+def test_every_response_carries_the_browser_hardening_headers(client):
+    for response in (client.get("/"), client.get("/api/v1/algorithms"), client.get("/nope")):
+        headers = response.headers
+        assert "script-src 'self'" in headers["content-security-policy"]
+        assert "unsafe-inline" not in headers["content-security-policy"].split("script-src")[1]
+        assert headers["x-frame-options"] == "DENY"
+        assert headers["x-content-type-options"] == "nosniff"
+        assert headers["referrer-policy"]
+
+
+def test_the_old_setting_name_still_allows_modules(monkeypatch):
+    monkeypatch.setenv("TUNER_ENV_MODULES", "mypkg")
+    assert Settings().allowed_module_list == ["mypkg"]
+    monkeypatch.setenv("TUNER_ALLOWED_MODULES", "a, b.c")
+    assert Settings().allowed_module_list == ["a", "b.c"]
+
+
+def test_probe_module_really_marks_an_import(tmp_path, monkeypatch):
+    """The probe above could only fail to notice an import if importing it did nothing."""
+    probe = tmp_path / "mark"
+    monkeypatch.setenv("TUNER_PROBE_FILE", str(probe))
+    sys.modules.pop("tests.probe_import", None)
+    __import__("tests.probe_import")
+    assert probe.read_text() == "imported"
+    sys.modules.pop("tests.probe_import", None)
+    os.environ.pop("TUNER_PROBE_FILE", None)
+    assert Path(probe).exists()
