@@ -9,7 +9,6 @@ in worker threads so its event loop never blocks.
 from __future__ import annotations
 
 import logging
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,22 +24,44 @@ class Conflict(Exception):
     """The request does not fit the sweep's current status (HTTP 409)."""
 
 
-def submit(store: Store, spec: dict[str, Any], warnings: list[str]) -> ExperimentRecord:
-    """Stores a validated spec as a QUEUED sweep."""
+class TooMany(Exception):
+    """A limit of the service is reached (HTTP 429); the message names it."""
+
+
+def _current(store: Store, experiment_id: str) -> ExperimentRecord:
+    """The sweep now; Conflict if a concurrent request deleted it meanwhile."""
+    rec = store.get_experiment(experiment_id)
+    if rec is None:
+        raise Conflict(f"sweep {experiment_id} was deleted by a concurrent request")
+    return rec
+
+
+def submit(
+    store: Store, spec: dict[str, Any], warnings: list[str], max_active: int | None = None
+) -> ExperimentRecord:
+    """Stores a validated spec as a QUEUED sweep; TooMany when `max_active` sweeps are
+    already queued or running."""
+    if max_active is not None:
+        active = store.count_by_status({"QUEUED", "RUNNING", "STOPPING"})
+        if active >= max_active:
+            raise TooMany(
+                f"{active} sweeps are queued or running; this service takes at most "
+                f"{max_active} (TUNER_MAX_ACTIVE_SWEEPS): wait for one to end or stop one"
+            )
     return store.create_experiment(name=spec["name"], spec=spec, warnings=warnings)
 
 
 def request_stop(store: Store, experiment_id: str) -> ExperimentRecord:
     """QUEUED -> STOPPED at once; RUNNING -> STOPPING (the driver ends gracefully)."""
     if store.transition(experiment_id, "STOPPED", allowed_from={"QUEUED"}):
-        return store.get_experiment(experiment_id)
-    rec = store.get_experiment(experiment_id)
+        return _current(store, experiment_id)
+    rec = _current(store, experiment_id)
     if rec.status == "STOPPING":
         return rec  # asked again: the stop timeout keeps counting from the first request
     store.update_experiment(experiment_id, stop_requested=True)
     if store.transition(experiment_id, "STOPPING", allowed_from={"RUNNING"}):
-        return store.get_experiment(experiment_id)
-    rec = store.get_experiment(experiment_id)
+        return _current(store, experiment_id)
+    rec = _current(store, experiment_id)
     if rec.status != "STOPPING":
         store.update_experiment(experiment_id, stop_requested=False)
         raise Conflict(f"sweep {experiment_id} is {rec.status}; only QUEUED or RUNNING stop")
@@ -49,22 +70,22 @@ def request_stop(store: Store, experiment_id: str) -> ExperimentRecord:
 
 def resume(store: Store, experiment_id: str) -> ExperimentRecord:
     """STOPPED or FAILED -> QUEUED; its driver continues from Tune's state."""
-    rec = store.get_experiment(experiment_id)
+    rec = _current(store, experiment_id)
     if rec.status not in {"STOPPED", "FAILED"}:
         raise Conflict(f"sweep {experiment_id} is {rec.status}; only STOPPED or FAILED resume")
     store.update_experiment(experiment_id, stop_requested=False, attempts=0, error=None)
     if not store.transition(experiment_id, "QUEUED", allowed_from={"STOPPED", "FAILED"}):
         raise Conflict(f"sweep {experiment_id} changed status; try again")
-    return store.get_experiment(experiment_id)
+    return _current(store, experiment_id)
 
 
 def deletable(store: Store, experiment_id: str) -> ExperimentRecord:
     """The record of a sweep that may be deleted (a QUEUED one is stopped first);
     Conflict while it runs."""
-    rec = store.get_experiment(experiment_id)
+    rec = _current(store, experiment_id)
     if rec.status == "QUEUED":
         store.transition(experiment_id, "STOPPED", allowed_from={"QUEUED"})
-        rec = store.get_experiment(experiment_id)
+        rec = _current(store, experiment_id)
     if rec.status not in TERMINAL:
         raise Conflict(f"sweep {experiment_id} is {rec.status}; stop it before deleting")
     return rec
@@ -143,11 +164,13 @@ class Supervisor:
         for rec in self.store.queued_in_order()[: max(free, 0)]:
             if not self.store.transition(rec.id, "RUNNING", allowed_from={"QUEUED"}):
                 continue
-            attempt = rec.attempts + 1
-            # The job id is stored before submitting: a crash in between leaves an id that
-            # either exists (followed) or does not (the driver never started: relaunched).
-            job_id = f"tuner-{rec.id}-{attempt}-{uuid.uuid4().hex[:6]}"
-            self.store.update_experiment(rec.id, attempts=attempt, job_id=job_id)
+            attempt, launch = rec.attempts + 1, rec.launches + 1
+            # The job id is derived from the sweep and its launch count (never reset, also
+            # not by a resume) and stored before submitting: a crash in between leaves an id
+            # that either exists (followed) or does not (the driver never started:
+            # relaunched), and a submission retried after a lost answer finds its job.
+            job_id = f"tuner-{rec.id}-{launch}"
+            self.store.update_experiment(rec.id, attempts=attempt, launches=launch, job_id=job_id)
             try:
                 self.launcher.submit(rec.id, job_id, resume=rec.tune_path is not None)
             except Exception as err:  # noqa: BLE001 - the cluster refused or is not ready
@@ -160,7 +183,9 @@ class Supervisor:
                 elif cur.stop_requested:
                     self.store.transition(rec.id, "STOPPED", allowed_from=ACTIVE)
                 elif _transient(err):  # e.g. the job agent is still starting: retry next tick
-                    self.store.update_experiment(rec.id, attempts=rec.attempts, job_id=None)
+                    self.store.update_experiment(
+                        rec.id, attempts=rec.attempts, launches=rec.launches, job_id=None
+                    )
                     self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
                 else:
                     self.store.update_experiment(

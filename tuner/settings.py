@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     max_trials: int = Field(
         1000, ge=1, description="Most search trials one sweep may make (grid x num_samples)."
     )
+    max_active_sweeps: int = Field(
+        100,
+        ge=1,
+        description="Most sweeps queued or running at once; another POST is a 429 until one ends.",
+    )
     view_cache_s: float = Field(
         0.5, ge=0, description="How long a polled sweep / trials view is served from memory."
     )

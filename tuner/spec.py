@@ -8,6 +8,7 @@ nor FastAPI, so every process (CLI, API, driver) can load and check a spec.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +24,7 @@ ALGORITHMS: tuple[str, ...] = registry.base_algorithms()
 PRESETS: tuple[str, ...] = registry.presets()
 AlgorithmName = Literal[registry.names()]  # type: ignore[valid-type]
 
+MAX_ASHA_RUNGS = 30
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A gymnasium id ("CartPole-v1", "ALE/Pong-v5") or "package.module:ClassOrFactory".
 GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$")
@@ -102,6 +104,15 @@ class SchedulerSpec(_Model):
     def _grace_below_max(self) -> SchedulerSpec:
         if self.type == "asha" and self.grace_period > self.max_t:
             raise ValueError(f"grace_period ({self.grace_period}) must be <= max_t ({self.max_t})")
+        if self.type == "asha":
+            rungs = 1 + math.floor(
+                math.log(self.max_t / self.grace_period) / math.log(self.reduction_factor)
+            )
+            if rungs > MAX_ASHA_RUNGS:
+                raise ValueError(
+                    f"max_t / grace_period / reduction_factor make {rungs} ASHA rungs; at "
+                    f"most {MAX_ASHA_RUNGS} (raise grace_period or reduction_factor)"
+                )
         return self
 
 

@@ -117,7 +117,7 @@ _SPEC_BODY = {
     "/experiments",
     status_code=status.HTTP_201_CREATED,
     response_model=ExperimentView,
-    responses={413: {"model": Problem}, 422: {"model": Problem}},
+    responses={413: {"model": Problem}, 422: {"model": Problem}, 429: {"model": Problem}},
     openapi_extra=_SPEC_BODY,
     tags=["experiments"],
 )
@@ -140,7 +140,17 @@ async def create_experiment(
     checked = await validator.check(await request.body(), yaml_body, nodes)
     if "issues" in checked:
         raise HTTPException(checked.get("status", 422), detail=checked["issues"])
-    rec = await run_in_threadpool(service.submit, store, checked["spec"], checked["warnings"])
+    try:
+        rec = await run_in_threadpool(
+            service.submit,
+            store,
+            checked["spec"],
+            checked["warnings"],
+            settings.max_active_sweeps,
+        )
+    except service.TooMany as err:
+        problem = [{"loc": "(service)", "msg": str(err), "value": None}]
+        raise HTTPException(429, detail=problem) from None
     wake()
     return await run_in_threadpool(experiment_view, store, rec)
 
@@ -226,15 +236,24 @@ def trial_metrics(
     responses=NOT_FOUND,
     tags=["experiments"],
 )
-def metric_series(
+async def metric_series(
     experiment_id: str,
     store: StoreDep,
-    key: Annotated[str | None, Query(description="Metric key; default the spec metric.")] = None,
-) -> MetricSeries:
-    """One metric of every trial, for learning curves: trial_id -> [[env_steps, value]]."""
-    rec = _get(store, experiment_id)
-    key = key or rec.spec.get("metric", "env_runners/episode_return_mean")
-    return MetricSeries(key=key, series=store.metric_series(experiment_id, key))
+    cache: ViewCacheDep,
+    key: Annotated[
+        str | None,
+        Query(description="Metric key; default the spec metric.", max_length=200),
+    ] = None,
+) -> Response:
+    """One metric of every trial, for learning curves: trial_id -> [[env_steps, value]]
+    (served from a short cache, as the sweep and trial views)."""
+
+    def render() -> MetricSeries:
+        rec = _get(store, experiment_id)
+        name = key or rec.spec.get("metric", "env_runners/episode_return_mean")
+        return MetricSeries(key=name, series=store.metric_series(experiment_id, name))
+
+    return await cache.get(f"{experiment_id}/metrics/{key or ''}", render)
 
 
 @router.post(

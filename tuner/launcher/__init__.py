@@ -102,14 +102,19 @@ class Launcher:
         return self._jobs
 
     def job_env(self) -> dict[str, str]:
-        """The TUNER_* settings (and PYTHONPATH) a driver needs, resolved to absolute."""
+        """The TUNER_* settings (and PYTHONPATH) a driver needs, resolved to absolute.
+
+        Never a secret: a job's runtime_env is shown by the Ray dashboard and its Jobs
+        API. The store's URL (it may hold a password) reaches the driver through the Ray
+        nodes' own environment instead: the embedded head is started with it; on a
+        cluster of your own, set TUNER_DATABASE_URL on the head node. The default SQLite
+        store the driver derives from TUNER_DATA_DIR."""
         s = self.settings
         env = {
             "TUNER_DATA_DIR": str(s.data_path),
             "TUNER_STORAGE_PATH": s.tune_storage,
             "TUNER_MLFLOW_TRACKING_URI": s.tracking_uri,
             "TUNER_MLFLOW_UI_URL": s.mlflow_ui_url,
-            "TUNER_DATABASE_URL": s.store_url,
             "TUNER_CLUSTER_FIT_CHECK": str(s.cluster_fit_check).lower(),
             "TUNER_STOP_TIMEOUT_S": str(s.stop_timeout_s),
             "TUNER_ALLOWED_MODULES": s.allowed_modules,

@@ -119,6 +119,10 @@ class EmbeddedHead:
             cmd = ["nice", "-n", str(self.settings.embedded_nice), *cmd]
         logfile = open(self.settings.data_path / "ray-head.log", "ab")  # noqa: SIM115 - child owns it
         env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
+        # Secrets reach sweep drivers through the head's environment, never a job's
+        # runtime_env (which the dashboard shows): see Launcher.job_env.
+        env["TUNER_DATABASE_URL"] = self.settings.store_url
+        env.pop("TUNER_API_TOKEN", None)  # drivers never need it
         self.process = subprocess.Popen(
             cmd, stdout=logfile, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )

@@ -100,6 +100,7 @@ class ExperimentRow(Base):
     mlflow: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     error: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    launches: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     stop_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -169,6 +170,7 @@ class ExperimentRecord(BaseModel):
     mlflow: dict[str, Any] | None = None
     error: str | None = None
     attempts: int = 0
+    launches: int = 0
     stop_requested: bool = False
     created_at: datetime
     started_at: datetime | None = None

@@ -164,6 +164,7 @@ class Store:
             spec=spec,
             warnings=list(warnings),
             attempts=0,
+            launches=0,
             stop_requested=False,
             created_at=now,
             updated_at=now,

@@ -1,4 +1,5 @@
-"""The confirmation stage: a sweep's confirmed configs, a trial's stage and score.
+"""The confirmation stage (a sweep's confirmed configs, a trial's stage and score) and a
+sweep's launch count (its Ray job ids).
 
 Revision ID: 0002
 Revises: 0001
@@ -17,9 +18,10 @@ depends_on = None
 
 
 def upgrade() -> None:
-    """Add experiments.confirmation, trials.stage and trials.score."""
+    """Add experiments.confirmation and .launches, trials.stage and trials.score."""
     with op.batch_alter_table("experiments") as batch:
         batch.add_column(sa.Column("confirmation", sa.JSON(none_as_null=True), nullable=True))
+        batch.add_column(sa.Column("launches", sa.Integer(), nullable=False, server_default="0"))
     with op.batch_alter_table("trials") as batch:
         batch.add_column(sa.Column("stage", sa.String(16), nullable=False, server_default="search"))
         batch.add_column(sa.Column("score", sa.Float(), nullable=True))
@@ -31,4 +33,5 @@ def downgrade() -> None:
         batch.drop_column("score")
         batch.drop_column("stage")
     with op.batch_alter_table("experiments") as batch:
+        batch.drop_column("launches")
         batch.drop_column("confirmation")
