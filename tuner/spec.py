@@ -31,6 +31,12 @@ GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$")
 IMPORT_PATH_RE = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 )
+# Both kinds of env in one JSON-schema pattern (the OpenAPI schema says what is accepted).
+ENV_PATTERN = (
+    r"^(?!.*\.\.)(?:[A-Za-z0-9][A-Za-z0-9_./-]{0,127}"
+    r"|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*)$"
+)
+METRIC_RE = re.compile(r"^[A-Za-z0-9_/.-]{1,200}$")
 # Stop keys of the spec -> flattened keys of an RLlib (new API stack) result.
 STOP_RESULT_KEYS: dict[str, str] = {
     "episode_return_mean": "env_runners/episode_return_mean",
@@ -245,6 +251,7 @@ class ExperimentSpec(_Model):
         ...,
         description="Sweep name; also the MLflow experiment name. "
         "Letters, digits, '_', '.', '-' (at most 64).",
+        json_schema_extra={"pattern": NAME_RE.pattern},
     )
     algorithm: AlgorithmName = Field(
         ...,
@@ -255,6 +262,7 @@ class ExperimentSpec(_Model):
         ...,
         description="A registered gymnasium id, or "
         "'package.module:ClassOrFactory' (called with env_config).",
+        json_schema_extra={"pattern": ENV_PATTERN},
     )
     env_config: dict[str, Any] = Field(
         default_factory=dict,
@@ -271,7 +279,9 @@ class ExperimentSpec(_Model):
     search: SearchSpec = Field(default_factory=SearchSpec, description="Search method and space.")
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec, description="Trial scheduler.")
     metric: str = Field(
-        "env_runners/episode_return_mean", description="Flattened result key that ranks trials."
+        "env_runners/episode_return_mean",
+        description="Flattened result key that ranks trials.",
+        json_schema_extra={"pattern": METRIC_RE.pattern},
     )
     mode: Literal["max", "min"] = Field(
         "max", description="Whether the metric is maximised or minimised."
@@ -324,7 +334,7 @@ class ExperimentSpec(_Model):
     @field_validator("metric")
     @classmethod
     def _metric_key(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9_/.-]{1,200}", v):
+        if not METRIC_RE.fullmatch(v):
             raise ValueError(f"{v!r} is not a result key such as 'env_runners/episode_return_mean'")
         return v
 

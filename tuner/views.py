@@ -288,6 +288,21 @@ class Problem(_View):
     detail: Any
 
 
+class Issue(_View):
+    """One problem with a request: where (a dotted field path, or a parameter's name),
+    what, and the value that was refused."""
+
+    loc: str
+    msg: str
+    value: Any = None
+
+
+class Problems(_View):
+    """Bad input (HTTP 422 and 413): every problem, by field."""
+
+    detail: list[Issue]
+
+
 def with_mlflow_url(trial: TrialView, ui_url: str | None, experiment_id: str | None) -> TrialView:
     """The trial with the UI link of its MLflow run filled in."""
     trial.mlflow_url = run_url(ui_url, experiment_id, trial.mlflow_run_id)
@@ -306,7 +321,9 @@ __all__ = [
     "MetricSeries",
     "MlflowLinks",
     "NodeView",
+    "Issue",
     "Problem",
+    "Problems",
     "SweepSummary",
     "TrialList",
     "TrialMetrics",

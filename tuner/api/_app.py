@@ -17,8 +17,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 import tuner
@@ -31,6 +32,7 @@ from tuner.service import Supervisor
 from tuner.settings import Settings
 from tuner.spec import ExperimentSpec
 from tuner.store import Store
+from tuner.views import Problems
 
 log = logging.getLogger("tuner.api")
 STATIC = Path(__file__).with_name("static")
@@ -104,6 +106,65 @@ async def _request_problems(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+def _declare_problems(schema: dict, components: dict) -> None:
+    """Every 422 is ours ({detail: [{loc, msg, value}]}, see _request_problems), not
+    FastAPI's HTTPValidationError: declare that shape on every operation."""
+    problems = Problems.model_json_schema(ref_template="#/components/schemas/{model}")
+    components.update(problems.pop("$defs", {}))
+    components["Problems"] = problems
+    ref = {"application/json": {"schema": {"$ref": "#/components/schemas/Problems"}}}
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            if "422" in responses or operation.get("parameters") or "requestBody" in operation:
+                responses["422"] = {"description": "Bad input, by field", "content": ref}
+    components.pop("HTTPValidationError", None)
+    components.pop("ValidationError", None)
+
+
+# Where a new sweep's id leads (OpenAPI links): clients and schema-driven testers follow
+# them from `POST /experiments` to the per-sweep operations.
+_SWEEP_LINKS = {
+    "GetExperiment": "get_experiment",
+    "ListTrials": "list_trials",
+    "MetricSeries": "metric_series",
+    "StopExperiment": "stop_experiment",
+    "ResumeExperiment": "resume_experiment",
+    "DeleteExperiment": "delete_experiment",
+}
+
+
+def _link_sweep_operations(schema: dict) -> None:
+    created = schema["paths"]["/api/v1/experiments"]["post"]["responses"]["201"]
+    created["links"] = {
+        name: {"operationId": op, "parameters": {"experiment_id": "$response.body#/id"}}
+        for name, op in _SWEEP_LINKS.items()
+    }
+
+
+async def _method_not_allowed(request: Request, exc: Exception) -> Response:
+    """405 with an Allow header listing every method of every route at this path (several
+    routes share a path, Starlette names only the first one's)."""
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.routing import Match
+
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code != 405:
+        return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE and getattr(route, "methods", None):
+            methods |= set(route.methods)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return JSONResponse(
+        {"detail": f"{request.method} is not allowed here"},
+        405,
+        headers={"Allow": ", ".join(sorted(methods))},
+    )
+
+
 def _openapi(app: FastAPI) -> Callable[[], dict]:
     def build() -> dict:
         if app.openapi_schema:
@@ -115,6 +176,8 @@ def _openapi(app: FastAPI) -> Callable[[], dict]:
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components.update(spec_schema.pop("$defs", {}))
         components["ExperimentSpec"] = spec_schema
+        _declare_problems(schema, components)
+        _link_sweep_operations(schema)
         app.openapi_schema = schema
         return schema
 
@@ -223,6 +286,7 @@ def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = No
     )
     app.add_middleware(SecurityHeaders)  # outermost: 400s and 413s carry the headers too
     app.add_exception_handler(RequestValidationError, _request_problems)
+    app.add_exception_handler(StarletteHTTPException, _method_not_allowed)
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 import tuner
@@ -32,13 +33,23 @@ from tuner.views import (
     MetricSeries,
     NodeView,
     Problem,
+    Problems,
     TrialList,
     TrialMetrics,
     with_mlflow_url,
 )
 
-router = APIRouter(prefix="/api/v1", dependencies=[Depends(require_token)])
-public = APIRouter(prefix="/api/v1")
+
+def _operation_id(route: APIRoute) -> str:
+    return route.name  # the function's name: create_experiment, get_experiment, ...
+
+
+router = APIRouter(
+    prefix="/api/v1",
+    dependencies=[Depends(require_token)],
+    generate_unique_id_function=_operation_id,
+)
+public = APIRouter(prefix="/api/v1", generate_unique_id_function=_operation_id)
 NOT_FOUND = {404: {"model": Problem}}
 
 
@@ -117,7 +128,12 @@ _SPEC_BODY = {
     "/experiments",
     status_code=status.HTTP_201_CREATED,
     response_model=ExperimentView,
-    responses={413: {"model": Problem}, 422: {"model": Problem}, 429: {"model": Problem}},
+    responses={
+        413: {"model": Problems},
+        415: {"model": Problem},
+        422: {"model": Problems},
+        429: {"model": Problems},
+    },
     openapi_extra=_SPEC_BODY,
     tags=["experiments"],
 )
@@ -158,15 +174,15 @@ async def create_experiment(
 @router.get("/experiments", response_model=ExperimentList, tags=["experiments"])
 def list_experiments(
     store: StoreDep,
-    status_: Annotated[str | None, Query(alias="status", description="Filter by status.")] = None,
+    status_: Annotated[
+        Literal["QUEUED", "RUNNING", "STOPPING", "SUCCEEDED", "STOPPED", "FAILED"] | None,
+        Query(alias="status", description="Filter by status."),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> ExperimentList:
     """Sweeps, newest first, one page at a time."""
-    if status_ is not None and status_ not in STATUSES:
-        raise HTTPException(
-            422, detail=[{"loc": "status", "msg": f"one of {list(STATUSES)}", "value": status_}]
-        )
+    assert status_ is None or status_ in STATUSES  # FastAPI checked it (422 otherwise)
     records, total = store.list_experiments(status=status_, limit=limit, offset=offset)
     return ExperimentList(
         items=[experiment_view(store, r) for r in records], total=total, limit=limit, offset=offset
