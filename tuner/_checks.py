@@ -62,6 +62,33 @@ def check_body(
     return {"spec": spec.model_dump(mode="json"), "warnings": warnings}
 
 
+def plan_body(
+    raw: bytes,
+    yaml_body: bool,
+    allowed_modules: list[str],
+    nodes: list[dict[str, float]] | None,
+    check_fit: bool,
+    max_trials: int | None = None,
+) -> dict[str, Any]:
+    """{"plan": Plan JSON} for a valid spec (whether it fits is part of the plan) or
+    {"issues": [...]} (with "status": 413 for a body nested too deep)."""
+    from tuner.spec import parse_spec
+    from tuner.trials import plan_spec, validate_spec
+
+    try:
+        spec = parse_spec(parse_body(raw, yaml_body))
+        validate_spec(
+            spec, allowed_modules=allowed_modules, import_user_code=False, max_trials=max_trials
+        )
+        return {"plan": plan_spec(spec, nodes, check_fit=check_fit).model_dump(mode="json")}
+    except NestingTooDeep as err:
+        return {"issues": [i.model_dump(mode="json") for i in err.issues], "status": 413}
+    except SpecError as err:
+        return {"issues": [i.model_dump(mode="json") for i in err.issues]}
+    except Exception as err:  # noqa: BLE001 - any other failure is still the spec's problem
+        return _issue("(spec)", f"cannot be checked: {type(err).__name__}: {str(err)[:300]}")
+
+
 def warm_up() -> bool:
     """Imports RLlib in the worker ahead of the first request."""
     import tuner.trials  # noqa: F401

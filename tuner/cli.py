@@ -47,26 +47,96 @@ def _allowed(settings: Settings, extra: list[str] | None) -> list[str]:
     return [*settings.allowed_module_list, *(m.strip() for m in extra or [] if m.strip())]
 
 
+def target_nodes(settings: Settings) -> list[dict[str, float]]:
+    """The nodes a spec will run on: TUNER_RAY_ADDRESS's cluster (its job server), or
+    this machine (`tuner run` starts a local Ray with all its CPUs and GPUs)."""
+    if settings.ray_address:
+        from tuner.launcher import ClusterNodes
+
+        nodes = ClusterNodes(settings.ray_address, settings.ray_request_timeout_s).nodes()
+        if nodes is None:
+            raise SpecError.one(
+                "(cluster)",
+                f"cannot read the nodes of {settings.ray_address}; use --no-fit to skip",
+            )
+        return [n["resources"] for n in nodes]
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [{"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)}]
+
+
+FitOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fit/--no-fit",
+        help="Check that one trial fits the target cluster (this machine, or "
+        "TUNER_RAY_ADDRESS's); --no-fit for a spec meant for another cluster.",
+    ),
+]
+
+
 @app.command()
 def validate(
     file: Annotated[Path, typer.Argument(help="Spec file (YAML or JSON).")],
     env_check: Annotated[bool, typer.Option("--env/--no-env", help="Build the env once.")] = True,
     allow_module: AllowModule = None,
+    fit: FitOpt = True,
 ) -> None:
     """Check a spec; print each problem with its field path and bad value."""
-    from tuner.trials import validate_spec
+    from tuner.trials import check_fits, validate_spec
 
+    settings = Settings()
     try:
         spec = load_spec(file)
         warnings = validate_spec(
-            spec, build_env=env_check, allowed_modules=_allowed(Settings(), allow_module)
+            spec, build_env=env_check, allowed_modules=_allowed(settings, allow_module)
         )
+        if fit:
+            check_fits(spec, target_nodes(settings))
     except SpecError as e:
         _print_issues(e, file)
         raise typer.Exit(2) from None
     for w in warnings:
         err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     typer.echo(f"{file}: ok ({spec.algorithm} on {spec.env}, {spec.search.method} search)")
+
+
+@app.command()
+def plan(
+    file: Annotated[Path, typer.Argument(help="Spec file (YAML or JSON).")],
+    output: Annotated[str, typer.Option(help="text or json.")] = "text",
+    allow_module: AllowModule = None,
+    fit: FitOpt = True,
+) -> None:
+    """What a spec will cost: trials, one trial's resources, how many run at once on the
+    target cluster and what limits that, the most env steps, whether it fits."""
+    from tuner.trials import plan_spec, validate_spec
+
+    settings = Settings()
+    try:
+        spec = load_spec(file)
+        validate_spec(spec, build_env=False, allowed_modules=_allowed(settings, allow_module))
+        result = plan_spec(spec, target_nodes(settings) if fit else None)
+    except SpecError as e:
+        _print_issues(e, file)
+        raise typer.Exit(2) from None
+    if output == "json":
+        typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+    else:
+        typer.echo(
+            f"{file}: {result.trials} search trials"
+            + (f" + {result.confirm_trials} confirmation trials" if result.confirm_trials else "")
+            + f"; one trial takes {json.dumps(result.per_trial)}"
+        )
+        if result.concurrent is not None:
+            typer.echo(f"{result.concurrent} at once (limited by {result.limited_by})")
+        if result.max_env_steps:
+            typer.echo(f"at most {result.max_env_steps:,} env steps in all")
+        for problem in result.problems:
+            err.print(f"  {problem.loc}: {problem.msg}", markup=False, highlight=False)
+        typer.echo("fits" if result.fits else "does NOT fit")
+    raise typer.Exit(0 if result.fits else 2)
 
 
 @app.command()

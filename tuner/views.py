@@ -303,6 +303,37 @@ class Problems(_View):
     detail: list[Issue]
 
 
+class Plan(_View):
+    """What a spec will cost before it runs (`tuner plan`, POST ?dry_run=true)."""
+
+    trials: int = Field(..., description="Search trials: grid size x num_samples.")
+    confirm_trials: int = Field(0, description="Confirmation trials: top_k x seeds.")
+    per_trial: dict[str, float] = Field(
+        ..., description="One trial's resources as Ray places them ({CPU, GPU, ...})."
+    )
+    bundles: list[dict[str, float]] = Field(..., description="Its placement group's bundles.")
+    concurrent: int | None = Field(
+        None, description="Trials that run at once on the target cluster (null: unknown)."
+    )
+    limited_by: str | None = Field(
+        None,
+        description="What caps `concurrent`: a resource (CPU, GPU, ...), "
+        "max_concurrent_trials, or trials (all run at once).",
+    )
+    max_env_steps: int | None = Field(
+        None, description="The most env steps the stop criteria allow, all trials together."
+    )
+    max_iterations: int | None = Field(
+        None, description="The most training iterations, all trials together."
+    )
+    max_time_s: float | None = Field(
+        None, description="The most wall time: time_budget_s, or time_total_s per wave."
+    )
+    fits: bool = Field(..., description="Whether one trial can be placed on the cluster.")
+    problems: list[Issue] = Field(default_factory=list, description="Every problem, by field.")
+    search_keys: list[str] = Field(default_factory=list, description="The keys searched.")
+
+
 def with_mlflow_url(trial: TrialView, ui_url: str | None, experiment_id: str | None) -> TrialView:
     """The trial with the UI link of its MLflow run filled in."""
     trial.mlflow_url = run_url(ui_url, experiment_id, trial.mlflow_run_id)
@@ -320,6 +351,7 @@ __all__ = [
     "MetricPoint",
     "MetricSeries",
     "MlflowLinks",
+    "Plan",
     "NodeView",
     "Issue",
     "Problem",

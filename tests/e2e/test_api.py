@@ -11,6 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.e2e.conftest import tiny, wait_for
+from tuner.launcher import RayJobs
 
 pytestmark = pytest.mark.e2e
 TERMINAL = {"SUCCEEDED", "STOPPED", "FAILED"}
@@ -235,7 +236,34 @@ def test_trial_bigger_than_the_cluster_is_422_at_submit(server):
         r = c.post("/experiments", json=spec)
         assert r.status_code == 422, r.text
         issue = r.json()["detail"][0]
-        assert issue["loc"] == "resources"
+        assert issue["loc"] == "resources.num_env_runners"
         assert "CPU: 7" in issue["msg"] and "cluster has {CPU: 2}" in issue["msg"], issue
         assert issue["value"]["num_env_runners"] == 3
         assert c.get("/experiments").json()["total"] == before
+
+
+def test_a_dry_run_plans_and_stores_and_launches_nothing(server):
+    with server.client() as c:
+        before = c.get("/experiments").json()["total"]
+        ray = c.get("/healthz").json()["ray_address"]
+        jobs_before = len(RayJobs(ray, 30).list())
+        spec = tiny(
+            "dry",
+            search={"method": "grid", "num_samples": 2, "space": {"lr": {"grid": [1e-4, 1e-3]}}},
+            confirm={"top_k": 1, "seeds": 3},
+        )
+        r = c.post("/experiments", params={"dry_run": "true"}, json=spec)
+        assert r.status_code == 200, r.text
+        plan = r.json()
+        assert (plan["trials"], plan["confirm_trials"], plan["fits"]) == (4, 3, True)
+        assert plan["per_trial"]["CPU"] == 1 and plan["concurrent"] == 2
+        assert plan["limited_by"] in {"CPU", "max_concurrent_trials"}
+        big = {**spec, "resources": {"num_env_runners": 8}}
+        r = c.post("/experiments", params={"dry_run": "true"}, json=big)
+        assert r.status_code == 200 and r.json()["fits"] is False
+        assert r.json()["problems"][0]["loc"] == "resources.num_env_runners"
+        r = c.post("/experiments", params={"dry_run": "true"}, json={**spec, "name": "a b"})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == "name"
+        assert c.get("/experiments").json()["total"] == before  # nothing stored
+    time.sleep(2)  # a launch would have happened by now (the supervisor polls every 0.5 s)
+    assert len(RayJobs(ray, 30).list()) == jobs_before  # nothing launched

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
@@ -32,6 +33,7 @@ from tuner.views import (
     Health,
     MetricSeries,
     NodeView,
+    Plan,
     Problem,
     Problems,
     TrialList,
@@ -129,6 +131,7 @@ _SPEC_BODY = {
     status_code=status.HTTP_201_CREATED,
     response_model=ExperimentView,
     responses={
+        200: {"model": Plan, "description": "With dry_run: the plan; nothing stored."},
         413: {"model": Problems},
         415: {"model": Problem},
         422: {"model": Problems},
@@ -144,15 +147,29 @@ async def create_experiment(
     launcher: LauncherDep,
     validator: ValidatorDep,
     wake: WakeDep,
-) -> ExperimentView:
+    dry_run: Annotated[
+        bool,
+        Query(
+            description="Plan only: nothing is stored or launched; 200 with the plan "
+            "(trials, resources, concurrency, fit, problems by field)."
+        ),
+    ] = False,
+) -> ExperimentView | JSONResponse:
     """Validates a spec (JSON or YAML body) and queues the sweep; returns at once.
 
     422: `detail` lists each problem as {loc (field path), msg, value}, including a
     trial that needs more CPUs / GPUs than the cluster's nodes have."""
     yaml_body = _body_kind(request)
     nodes = None
-    if settings.cluster_fit_check:
+    if settings.cluster_fit_check or dry_run:
         nodes = await run_in_threadpool(launcher.cluster_nodes)
+    if dry_run:
+        planned = await validator.check(
+            await request.body(), yaml_body, nodes, plan=True, check_fit=settings.cluster_fit_check
+        )
+        if "issues" in planned:
+            raise HTTPException(planned.get("status", 422), detail=planned["issues"])
+        return JSONResponse(Plan.model_validate(planned["plan"]).model_dump(mode="json"))
     checked = await validator.check(await request.body(), yaml_body, nodes)
     if "issues" in checked:
         raise HTTPException(checked.get("status", 422), detail=checked["issues"])

@@ -34,15 +34,32 @@ class Validator:
         return pool
 
     async def check(
-        self, raw: bytes, yaml_body: bool, nodes: list[dict[str, float]] | None = None
+        self,
+        raw: bytes,
+        yaml_body: bool,
+        nodes: list[dict[str, float]] | None = None,
+        plan: bool = False,
+        check_fit: bool = True,
     ) -> dict[str, Any]:
         """{"spec", "warnings"} or {"issues"}; never raises for a bad body. With `nodes`,
-        a trial that fits none of them is an issue too."""
+        a trial that fits none of them is an issue too. With `plan`: {"plan"} (the fit a
+        part of the plan, not an issue) or {"issues"}."""
         future = None
         try:
-            future = self._pool.submit(
-                _checks.check_body, raw, yaml_body, self.allowed, nodes, self.max_trials
-            )
+            if plan:
+                future = self._pool.submit(
+                    _checks.plan_body,
+                    raw,
+                    yaml_body,
+                    self.allowed,
+                    nodes,
+                    check_fit,
+                    self.max_trials,
+                )
+            else:
+                future = self._pool.submit(
+                    _checks.check_body, raw, yaml_body, self.allowed, nodes, self.max_trials
+                )
             return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
         except asyncio.CancelledError:
             if future is None or not future.cancelled():

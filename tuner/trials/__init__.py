@@ -15,6 +15,7 @@ from tuner.trials._algorithms import (
 from tuner.trials._envs import check_env, make_env, register_env
 from tuner.trials._evaluate import Evaluation, evaluate_checkpoint
 from tuner.trials._mlflow_tracker import MLflowTracker, TrackingConfig
+from tuner.trials._plan import plan_spec
 from tuner.trials._resources import check_fits, trial_resources
 from tuner.trials._run import StorageError, ensure_ray, latest_run, run_sweep, summarise
 from tuner.trials._tuner import build_tuner, param_space, sampled_values
@@ -41,6 +42,7 @@ __all__ = [
     "StorageError",
     "make_env",
     "param_space",
+    "plan_spec",
     "presets",
     "register_env",
     "run_sweep",

@@ -53,16 +53,38 @@ def check_fits(spec: ExperimentSpec, nodes: list[dict[str, Any]]) -> None:
         ):
             problem = f"STRICT_SPREAD needs {len(bundles)} nodes, the cluster has {len(nodes)}"
     if problem:
+        field, why = _driver_of(spec, short or total)
         raise SpecError(
             [
                 SpecIssue(
-                    loc="resources",
-                    msg=problem + "; lower num_env_runners, "
-                    "num_cpus_per_env_runner or the GPU fractions",
+                    loc=f"resources.{field}" if field else "resources",
+                    msg=(f"{why}: " if why else "")
+                    + problem
+                    + "; lower num_env_runners, num_cpus_per_env_runner or the GPU fractions",
                     value=spec.resources.model_dump(),
                 )
             ]
         )
+
+
+def _driver_of(spec: ExperimentSpec, short: dict[str, float]) -> tuple[str | None, str]:
+    """The resources field that makes a trial this big, and the sum in words."""
+    r = spec.resources
+    if "GPU" in short:
+        if r.num_gpus_per_learner:
+            learners = max(r.num_learners, 1)
+            return "num_gpus_per_learner", (
+                f"{learners} learner(s) x {r.num_gpus_per_learner:g} GPU need {short['GPU']:g} GPUs"
+            )
+        return "num_gpus_per_env_runner", f"the env runners need {short['GPU']:g} GPUs"
+    if "CPU" in short:
+        if r.num_env_runners:
+            return "num_env_runners", (
+                f"{r.num_env_runners} env runners x {r.num_cpus_per_env_runner:g} CPU + the "
+                f"driver need {short['CPU']:g} CPUs"
+            )
+        return "num_cpus_for_main_process", f"the trial needs {short['CPU']:g} CPUs"
+    return None, ""
 
 
 def alive_nodes() -> list[dict[str, float]]:

@@ -1,0 +1,83 @@
+"""Know before: what a spec costs and whether it fits, from `tuner plan` / `validate`
+and the planning function the API's dry run uses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tuner.cli import app as cli
+from tuner.spec import SpecError, parse_spec
+from tuner.trials import check_fits, plan_spec
+
+GRID = {
+    "method": "grid",
+    "num_samples": 2,
+    "space": {"lr": {"grid": [1e-4, 3e-4, 1e-3]}, "gamma": {"grid": [0.98, 0.99]}},
+}
+
+
+def spec(**patch):
+    data = {"name": "plan", "algorithm": "PPO", "env": "CartPole-v1", "search": GRID}
+    data.update(patch)
+    return parse_spec(data)
+
+
+def test_a_3x2_grid_twice_plans_12_trials_and_confirmation_adds_top_k_x_seeds():
+    plain = plan_spec(spec(stop={"timesteps_total": 1000}), [{"CPU": 2.0}])
+    assert (plain.trials, plain.confirm_trials, plain.max_env_steps) == (12, 0, 12_000)
+    confirmed = plan_spec(
+        spec(stop={"timesteps_total": 1000}, confirm={"top_k": 3, "seeds": 4}), [{"CPU": 2.0}]
+    )
+    assert (confirmed.trials, confirmed.confirm_trials) == (12, 12)
+    assert confirmed.max_env_steps == 24_000 and confirmed.fits
+
+
+def test_concurrency_and_what_limits_it():
+    two_cpus = spec(resources={"num_env_runners": 1})  # driver + one runner: 2 CPUs a trial
+    out = plan_spec(two_cpus, [{"CPU": 5.0}])
+    assert out.per_trial["CPU"] == 2 and out.bundles and out.concurrent == 2
+    assert out.limited_by == "CPU"
+    capped = plan_spec(spec(max_concurrent_trials=3), [{"CPU": 64.0}])
+    assert (capped.concurrent, capped.limited_by) == (3, "max_concurrent_trials")
+    gpus = plan_spec(spec(resources={"num_gpus_per_learner": 0.25}), [{"CPU": 64.0, "GPU": 1.0}])
+    assert (gpus.concurrent, gpus.limited_by, gpus.per_trial["GPU"]) == (4, "GPU", 0.25)
+
+
+def test_a_trial_that_never_fits_names_the_field_and_both_numbers():
+    big = spec(resources={"num_env_runners": 64})
+    with pytest.raises(SpecError) as err:
+        check_fits(big, [{"CPU": 2.0}])
+    (issue,) = err.value.issues
+    assert issue.loc == "resources.num_env_runners"
+    assert "64 env runners" in issue.msg and "65 CPUs" in issue.msg and "CPU: 2" in issue.msg
+    out = plan_spec(big, [{"CPU": 2.0}])
+    assert not out.fits and out.problems[0].loc == "resources.num_env_runners"
+    assert out.concurrent == 0 and out.limited_by == "CPU"
+
+
+def test_validate_and_plan_check_the_fit_unless_told_not_to(tmp_path, monkeypatch):
+    monkeypatch.delenv("TUNER_RAY_ADDRESS", raising=False)
+    path = tmp_path / "big.json"
+    path.write_text(
+        json.dumps(
+            {
+                "name": "big",
+                "algorithm": "PPO",
+                "env": "CartPole-v1",
+                "resources": {"num_env_runners": 512},
+            }
+        )
+    )
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["validate", str(path)])
+    assert refused.exit_code == 2 and "resources.num_env_runners" in refused.output
+    assert "513 CPUs" in refused.output
+    assert runner.invoke(cli, ["validate", str(path), "--no-fit"]).exit_code == 0
+    planned = runner.invoke(cli, ["plan", str(path), "--output", "json"])
+    assert planned.exit_code == 2
+    body = json.loads(planned.stdout)
+    assert body["fits"] is False and body["trials"] == 4 and body["problems"]
+    assert runner.invoke(cli, ["plan", str(path), "--no-fit"]).exit_code == 0
