@@ -303,6 +303,13 @@ class Problems(_View):
     detail: list[Issue]
 
 
+class ExampleSpec(_View):
+    """An example spec shipped with tuner."""
+
+    name: str
+    spec: str = Field(..., description="Its YAML text.")
+
+
 class Plan(_View):
     """What a spec will cost before it runs (`tuner plan`, POST ?dry_run=true)."""
 
@@ -345,6 +352,7 @@ __all__ = [
     "BestTrial",
     "ClusterView",
     "ConfirmedConfig",
+    "ExampleSpec",
     "ExperimentList",
     "ExperimentView",
     "Health",

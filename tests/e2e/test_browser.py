@@ -140,3 +140,76 @@ def test_page_with_200_trials(server, browser):
     assert page.locator("#curves .scatterlayer .trace").count() == 200
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sweep-200-trials.png"))
+
+
+TINY_YAML = """\
+name: {name}
+algorithm: PPO
+env: CartPole-v1
+config: {{train_batch_size_per_learner: 128, minibatch_size: 64, num_epochs: 1}}
+model: {{fcnet_hiddens: [16]}}
+search:
+  method: grid
+  num_samples: 2
+  space: {{lr: {{grid: [0.0001, 0.001]}}}}
+stop: {{training_iteration: 1}}
+max_concurrent_trials: 2
+"""
+
+
+def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
+    """Paste a spec, preview it (trials, concurrency, fit; problems next to their field),
+    submit it, see it in the list; the API wants a token and the page sends it; the page
+    runs under its Content-Security-Policy without a violation."""
+    from tests.e2e.conftest import Server
+
+    token = "form-token-1"
+    server = Server(tmp_path / "data", TUNER_API_TOKEN=token).start()
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on(
+            "console",
+            lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
+        )
+        page.goto(server.url + "/")
+        page.wait_for_selector("#token-box:not([hidden])")  # 401: the page asks for it
+        page.fill("#token-input", token)
+        page.click("#token-box button")
+        page.click("#new-sweep-link")
+        page.wait_for_selector("#new-view:not([hidden])")
+        page.wait_for_function(
+            "() => document.querySelectorAll('#example-select option').length > 5"
+        )
+        page.select_option("#example-select", "cartpole-ppo")
+        assert "algorithm: PPO" in page.input_value("#spec-text")
+
+        page.fill("#spec-text", TINY_YAML.format(name="bad name"))
+        page.click("#preview-button")
+        page.wait_for_selector("#spec-problems:not([hidden])")
+        assert "name" in page.locator("#spec-problems").inner_text()
+        assert page.is_disabled("#submit-button")
+
+        page.fill("#spec-text", TINY_YAML.format(name="from-the-form"))
+        page.click("#preview-button")
+        page.wait_for_selector("#plan-box:not([hidden])")
+        assert page.locator("#plan-trials").inner_text().startswith("4 search")
+        assert page.locator("#plan-fits").inner_text() == "yes"
+        assert "limited by" in page.locator("#plan-concurrent").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "new-sweep-preview.png"), full_page=True)
+        page.click("#submit-button")
+        page.wait_for_selector("#experiment-view:not([hidden])")
+        page.wait_for_function(
+            "() => document.querySelector('#experiment-title').textContent === 'from-the-form'"
+        )
+        page.goto(server.url + "/#/")
+        page.wait_for_selector("#experiments-table td:has-text('from-the-form')")
+        assert not errors, errors
+        with server.client(headers={"Authorization": f"Bearer {token}"}) as c:
+            (sweep,) = c.get("/experiments").json()["items"]
+            assert sweep["name"] == "from-the-form" and sweep["spec"]["search"]["num_samples"] == 2
+            wait_for(c, sweep["id"], lambda v: v["status"] in {"SUCCEEDED", "FAILED"})
+    finally:
+        server.stop()
+        server.stop_head()

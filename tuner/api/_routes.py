@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
@@ -28,6 +29,7 @@ from tuner.store import STATUSES, ExperimentRecord, Store
 from tuner.views import (
     AlgorithmInfo,
     ClusterView,
+    ExampleSpec,
     ExperimentList,
     ExperimentView,
     Health,
@@ -407,3 +409,18 @@ def algorithms() -> list[AlgorithmInfo]:
     """Algorithms and presets: base algorithm, what each supports, its fixed settings,
     performance defaults and default search space (the registry, tuner/algorithms)."""
     return registry.algorithms()
+
+
+_EXAMPLES = Path(tuner.__file__).resolve().parent.parent / "experiments"
+
+
+@router.get("/examples", response_model=list[ExampleSpec], tags=["experiments"])
+def examples() -> list[ExampleSpec]:
+    """The example specs shipped with tuner (experiments/*.yaml), to start a new sweep
+    from on the web page; empty where the package was installed without them."""
+    if not _EXAMPLES.is_dir():
+        return []
+    return [
+        ExampleSpec(name=path.stem, spec=path.read_text())
+        for path in sorted(_EXAMPLES.glob("*.yaml"))
+    ]

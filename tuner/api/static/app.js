@@ -106,18 +106,25 @@ function getToken() {
   try { return localStorage.getItem(TOKEN_KEY) || memoryToken; } catch { return memoryToken; }
 }
 
-async function api(path, method = 'GET') {
+async function api(path, method = 'GET', send = null) {
   const headers = { Accept: 'application/json' };
   const token = getToken();
   if (token) headers.Authorization = `Bearer ${token}`;
-  const res = await fetch(`${API}${path}`, { method, headers, cache: 'no-store' });
+  const init = { method, headers, cache: 'no-store' };
+  if (send) {
+    headers['Content-Type'] = send.type;
+    init.body = send.body;
+  }
+  const res = await fetch(`${API}${path}`, init);
   if (res.status === 401) show($('#token-box'), true);
   let body = null;
   try { body = await res.json(); } catch { /* empty or non-JSON body */ }
   if (!res.ok) {
     const d = body && body.detail;
     const msg = typeof d === 'string' ? d : d ? JSON.stringify(d) : `HTTP ${res.status}`;
-    throw new HttpError(res.status, msg);
+    const error = new HttpError(res.status, msg);
+    error.problems = Array.isArray(d) ? d : null; // [{loc, msg, value}] for bad input
+    throw error;
   }
   return body;
 }
@@ -163,6 +170,7 @@ function parseRoute() {
   const [path, query = ''] = location.hash.replace(/^#/, '').split('?');
   const m = path.match(/^\/experiments\/([^/]+)\/?$/);
   if (m) return { view: 'experiment', id: decodeURIComponent(m[1]) };
+  if (path === '/new') return { view: 'new' };
   const q = new URLSearchParams(query);
   const offset = Math.max(0, parseInt(q.get('offset'), 10) || 0);
   return { view: 'list', status: q.get('status') || '', offset };
@@ -182,6 +190,12 @@ function onRoute() {
   state.gen += 1;
   show($('#list-view'), route.view === 'list');
   show($('#experiment-view'), route.view === 'experiment');
+  show($('#new-view'), route.view === 'new');
+  if (route.view === 'new') {
+    document.title = 'tuner · new sweep';
+    loadExamples();
+    return; // nothing to poll
+  }
   if (route.view === 'list') {
     $('#status-filter').value = route.status;
     document.title = 'tuner · sweeps';
@@ -206,6 +220,7 @@ async function refresh() {
 
 async function doRefresh() {
   const { gen, route } = state;
+  if (route.view === 'new') return;
   const t0 = performance.now();
   try {
     if (route.view === 'list') await refreshList(route, gen);
@@ -708,6 +723,93 @@ async function sweepAction(kind) {
   refreshNow();
 }
 
+// ---------------------------------------------------------------- new sweep
+
+let examples = null;
+
+async function loadExamples() {
+  if (examples) return;
+  try {
+    examples = await api('/examples');
+  } catch (err) {
+    examples = [];
+    setText($('#new-status'), `Examples unavailable: ${describeError(err)}`);
+  }
+  const options = examples.map((e) => `<option value="${esc(e.name)}">${esc(e.name)}</option>`);
+  setHtml($('#example-select'), `<option value="">—</option>${options.join('')}`);
+}
+
+function specPayload() {
+  const text = $('#spec-text').value;
+  const json = /^\s*[{[]/.test(text);
+  return { body: text, type: json ? 'application/json' : 'application/yaml' };
+}
+
+function showProblems(problems) {
+  const items = (problems || []).map((p) => `<li><code>${esc(p.loc)}</code>: ${esc(p.msg)}${
+    p.value === undefined || p.value === null ? '' : ` (got <code>${esc(JSON.stringify(p.value))}</code>)`}</li>`);
+  setHtml($('#spec-problems'), items.join(''));
+  show($('#spec-problems'), items.length > 0);
+}
+
+function specEdited() {
+  $('#submit-button').disabled = true; // preview what you submit
+  show($('#plan-box'), false);
+}
+
+async function previewSpec() {
+  setText($('#new-status'), 'Checking…');
+  showProblems([]);
+  try {
+    const plan = await api('/experiments?dry_run=true', 'POST', specPayload());
+    setText($('#plan-trials'), `${plan.trials} search${plan.confirm_trials ? ` + ${plan.confirm_trials} confirmation` : ''}`);
+    setText($('#plan-per-trial'), Object.entries(plan.per_trial).filter(([, v]) => v)
+      .map(([k, v]) => `${fmtNum(v)} ${k}`).join(', '));
+    setText($('#plan-concurrent'), plan.concurrent == null ? 'unknown'
+      : `${plan.concurrent} (limited by ${plan.limited_by})`);
+    setText($('#plan-steps'), plan.max_env_steps == null ? 'no limit' : fmtNum(plan.max_env_steps));
+    setText($('#plan-fits'), plan.fits ? 'yes' : 'no');
+    show($('#plan-box'), true);
+    showProblems(plan.problems);
+    $('#submit-button').disabled = !plan.fits;
+    setText($('#new-status'), plan.fits ? 'Ready to submit.' : 'It does not fit the cluster.');
+  } catch (err) {
+    show($('#plan-box'), false);
+    $('#submit-button').disabled = true;
+    showProblems(err.problems || []);
+    setText($('#new-status'), err.problems ? 'The spec has problems:' : describeError(err));
+  }
+}
+
+async function submitSpec() {
+  $('#submit-button').disabled = true;
+  setText($('#new-status'), 'Submitting…');
+  try {
+    const created = await api('/experiments', 'POST', specPayload());
+    setText($('#new-status'), `Submitted ${created.id}.`);
+    location.hash = `#/experiments/${encodeURIComponent(created.id)}`;
+  } catch (err) {
+    showProblems(err.problems || []);
+    setText($('#new-status'), `Not submitted: ${err instanceof HttpError ? err.message : describeError(err)}`);
+  }
+}
+
+function wireNewSweep() {
+  $('#example-select').addEventListener('change', (e) => {
+    const example = (examples || []).find((x) => x.name === e.target.value);
+    if (example) $('#spec-text').value = example.spec;
+    specEdited();
+  });
+  $('#spec-file').addEventListener('change', async (e) => {
+    const file = e.target.files && e.target.files[0];
+    if (file) $('#spec-text').value = await file.text();
+    specEdited();
+  });
+  $('#spec-text').addEventListener('input', specEdited);
+  $('#preview-button').addEventListener('click', previewSpec);
+  $('#submit-button').addEventListener('click', submitSpec);
+}
+
 // ---------------------------------------------------------------- wiring
 
 function init() {
@@ -740,6 +842,7 @@ function init() {
     renderTrials();
   });
 
+  wireNewSweep();
   $('#copy-best').addEventListener('click', onCopy);
   $('#stop-button').addEventListener('click', () => sweepAction('stop'));
   $('#resume-button').addEventListener('click', () => sweepAction('resume'));
