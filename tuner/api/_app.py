@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -204,18 +205,22 @@ async def _supervise(app: FastAPI) -> None:
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     settings.data_path.mkdir(parents=True, exist_ok=True)
+    port = app.state.mlflow_ui_port
+    # The MLflow UI first, before Ray takes the CPUs, and the server says it is up only
+    # once the UI answers too: its URL printed means both work.
+    ui = start_mlflow_ui(settings, port) if port else None
     app.state.store = await asyncio.to_thread(Store, settings.store_url)
     launcher = Launcher(settings)
     app.state.launcher = launcher
     await asyncio.to_thread(launcher.start, settings.embedded_num_cpus)
+    if ui is not None:
+        await asyncio.to_thread(wait_for_mlflow_ui, ui, port)
     app.state.validator = Validator(settings.allowed_module_list, settings.max_trials)
     loop = asyncio.get_running_loop()
     app.state.wake_event = asyncio.Event()
     app.state.wake = lambda: loop.call_soon_threadsafe(app.state.wake_event.set)
     app.state.supervisor = Supervisor(app.state.store, launcher, settings)
     task = asyncio.create_task(_supervise(app))
-    port = app.state.mlflow_ui_port
-    ui = start_mlflow_ui(settings, port) if port else None
     try:
         yield
     finally:
@@ -244,9 +249,29 @@ def start_mlflow_ui(settings: Settings, port: int) -> subprocess.Popen | None:
             settings.tracking_uri,
             "--default-artifact-root",
             settings.artifact_root,
+            # one worker: four (MLflow's default) start slowly and die under load on a
+            # small machine; one serves the UI of one person's sweeps well
+            "--workers",
+            "1",
         ],
         start_new_session=True,
     )
+
+
+def wait_for_mlflow_ui(proc: subprocess.Popen, port: int, timeout_s: float = 120) -> bool:
+    """Waits until the MLflow UI answers /health; whether it does (a warning if not)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    log.warning("the MLflow UI on port %s is not answering yet", port)
+    return False
 
 
 def stop_process_group(proc: subprocess.Popen, timeout_s: float = 20) -> None:
