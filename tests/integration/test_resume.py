@@ -20,12 +20,17 @@ def test_kill_and_resume(tmp_path):
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(RESUMABLE))
     data = tmp_path / "data"
-    first = tuner_run(spec_path, data)
+    first = tuner_run(spec_path, data, TUNE_GLOBAL_CHECKPOINT_S="1")
 
     def checkpointed():
+        # both trials have a checkpoint, and Tune's state was saved after both (a state
+        # saved before names no checkpoint and the resume would start over)
         ckpts = list((data / "ray_results").glob("resumable_*/*/checkpoint_000001"))
         states = list((data / "ray_results").glob("resumable_*/experiment_state-*.json"))
-        return len(ckpts) == 2 and bool(states)
+        if len(ckpts) != 2 or not states:
+            return False
+        newest = max(p.stat().st_mtime for p in ckpts)
+        return max(p.stat().st_mtime for p in states) > newest + 1.5
 
     try:
         wait_while_running(first, checkpointed, "it could be killed")
