@@ -40,6 +40,9 @@ FANOVA_TREES, FANOVA_DEPTH, SEED = 16, 8, 0
 # advice), and at most half.
 PED_ANOVA_TOP, PED_ANOVA_MIN_TOP = 0.1, 5
 DIGITS = 6
+# the fields of SweepSummary / ExperimentView each evaluator's result goes in
+FIELDS: dict[str, str] = {"fanova": "importance", "ped_anova": "importance_ped_anova"}
+_KINDS = ("grid", "choice", "uniform", "loguniform", "randint", "quniform")
 
 
 def importances(
@@ -104,6 +107,26 @@ def importance(
         trials, space, mode, min_trials=min_trials, value=value, evaluators=(evaluator,)
     )
     return None if both is None else both[evaluator]
+
+
+def sweep_importance(
+    trials: Iterable[Any],
+    space: Mapping[str, Any],
+    mode: str,
+    *,
+    min_trials: int = MIN_TRIALS,
+    value: str = "score",
+) -> dict[str, dict[str, float]]:
+    """A sweep's `importance` and `importance_ped_anova` fields over its finished search
+    trials (stage search, status TERMINATED): both empty when there is not enough to say.
+    The driver's summary ranks by `score`; the live store by `best_metric`."""
+    finished = [
+        t
+        for t in trials
+        if (_field(t, "stage") or "search") == "search" and _field(t, "status") == "TERMINATED"
+    ]
+    both = importances(finished, space, mode, min_trials=min_trials, value=value) or {}
+    return {field: both.get(name, {}) for name, field in FIELDS.items()}
 
 
 # --- trials and domains ------------------------------------------------------------------
@@ -173,9 +196,6 @@ def _internal(domain: Any, v: Any) -> Any:
     if kind == "randint":
         return int(x) if x.is_integer() else None
     return x
-
-
-_KINDS = ("grid", "choice", "uniform", "loguniform", "randint", "quniform")
 
 
 def _rows(
@@ -289,4 +309,12 @@ def _evaluate(study: Any, name: str, params: list[str], n: int) -> dict[str, flo
     return {k: round(max(float(v), 0.0) / total, DIGITS) for k, v in shares.items()}
 
 
-__all__ = ["EVALUATORS", "MIN_TRIALS", "category", "importance", "importances"]
+__all__ = [
+    "EVALUATORS",
+    "FIELDS",
+    "MIN_TRIALS",
+    "category",
+    "importance",
+    "importances",
+    "sweep_importance",
+]
