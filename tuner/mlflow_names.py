@@ -8,6 +8,8 @@ MLflow nor Ray.
 
 from __future__ import annotations
 
+import re
+
 # -- tags: how runs are found again -------------------------------------------------------
 TAG_PARENT = "mlflow.parentRunId"  # MLflow's own nesting tag
 TAG_RUN = "tuner.run"  # the sweep's run name (the service: the sweep id)
@@ -64,6 +66,18 @@ ITERATION_KEY = "training_iteration"
 CONFIRMED_MEAN, CONFIRMED_STD = "confirmed.mean", "confirmed.std"
 CONFIRMED_CI_LOW, CONFIRMED_CI_HIGH = "confirmed.ci95_low", "confirmed.ci95_high"
 CONFIRMATION_ARTIFACT = "confirmation.json"  # parent: every confirmed config
+
+
+# the parent run's hyperparameter importance (tuner/importance.py): importance.<key> (fANOVA)
+IMPORTANCE_PREFIX = "importance."
+IMPORTANCE_ARTIFACT = "importance.json"  # parent: fANOVA and PED-ANOVA, every sampled key
+
+
+def importance_metric(key: str) -> str:
+    """The parent run's metric holding a sampled key's importance (characters MLflow
+    refuses in a metric name, and '/' and ':', which it may read as paths or refuse on
+    Windows, become '_')."""
+    return IMPORTANCE_PREFIX + re.sub(r"[^\w.\- ]", "_", key)
 
 
 def best_metric(metric: str) -> str:

@@ -128,6 +128,18 @@ class SweepSummary(_View):
     confirmation: list[ConfirmedConfig] = Field(
         default_factory=list, description="The confirmed configs, best mean first."
     )
+    importance: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per sampled key, how much it mattered for the metric: the share of the "
+        "metric's variance its value explains over the finished search trials (fANOVA), "
+        "largest first, summing to 1 (0: its value never changed). Empty until enough trials "
+        "finished (tuner/importance.py).",
+    )
+    importance_ped_anova: dict[str, float] = Field(
+        default_factory=dict,
+        description="The same keys by PED-ANOVA: how far each key's values among the best "
+        "trials are from its values among all of them (what it takes to reach the top).",
+    )
     warnings: list[str] = Field(default_factory=list)
     path: str | None = Field(None, description="Tune experiment directory.")
     mlflow: MlflowLinks | None = None
@@ -149,6 +161,18 @@ class ExperimentView(_View):
     best: BestTrial | None = None
     confirmation: list[ConfirmedConfig] = Field(
         default_factory=list, description="The confirmed configs, best mean first."
+    )
+    importance: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per sampled key, how much it mattered for the metric: the share of the "
+        "metric's variance its value explains over the finished search trials (fANOVA), "
+        "largest first, summing to 1 (0: its value never changed). Empty until enough trials "
+        "finished (tuner/importance.py).",
+    )
+    importance_ped_anova: dict[str, float] = Field(
+        default_factory=dict,
+        description="The same keys by PED-ANOVA: how far each key's values among the best "
+        "trials are from its values among all of them (what it takes to reach the top).",
     )
     mlflow: MlflowLinks | None = None
     error: str | None = None
@@ -175,6 +199,8 @@ class ExperimentView(_View):
             trial_counts=trial_counts,
             best=rec.best,
             confirmation=getattr(rec, "confirmation", None) or [],
+            importance=getattr(rec, "importance", None) or {},
+            importance_ped_anova=getattr(rec, "importance_ped_anova", None) or {},
             mlflow=rec.mlflow,
             error=rec.error,
             attempts=rec.attempts,

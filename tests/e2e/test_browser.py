@@ -64,6 +64,9 @@ def test_trial_table_updates_without_reload(server, browser):
         )
         assert "lr" in page.locator("#best-config").inner_text()
         page.wait_for_selector("#curves .plot-container", timeout=30_000)
+        # two trials are too few to rank hyperparameters: the importance panel says so
+        page.wait_for_selector("#importance-note:not([hidden])", timeout=30_000)
+        assert "finished trials" in page.locator("#importance-note").inner_text()
         page.screenshot(path=str(ARTIFACTS / "sweep-finished.png"), full_page=True)
         assert not errors, errors
 
@@ -121,7 +124,12 @@ def test_page_with_200_trials(server, browser):
             "trials": ["c_3", "c_4", "c_5"],
         },
     ]
-    store.update_experiment(rec.id, confirmation=confirmed)
+    store.update_experiment(
+        rec.id,
+        confirmation=confirmed,
+        importance={"lr": 0.8, "gamma": 0.2},
+        importance_ped_anova={"lr": 0.6, "gamma": 0.4},
+    )
     store.close()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server.url}/#/experiments/{rec.id}")
@@ -138,6 +146,10 @@ def test_page_with_200_trials(server, browser):
     )
     page.wait_for_selector("#curves .plot-container", timeout=60_000)
     assert page.locator("#curves .scatterlayer .trace").count() == 200
+    # hyperparameter importance beside the parallel coordinates: two evaluators, two keys
+    page.wait_for_selector("#importance .plot-container", timeout=30_000)
+    assert page.locator("#importance .barlayer .point").count() == 4
+    assert page.locator("#importance-note").is_hidden()  # final: the sweep has ended
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sweep-200-trials.png"))
 

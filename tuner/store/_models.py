@@ -97,6 +97,8 @@ class ExperimentRow(Base):
     tune_path: Mapped[str | None] = mapped_column(Text)
     best: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     confirmation: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
+    importance: Mapped[dict[str, float] | None] = mapped_column(JSON(none_as_null=True))
+    importance_ped_anova: Mapped[dict[str, float] | None] = mapped_column(JSON(none_as_null=True))
     mlflow: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     error: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -167,6 +169,8 @@ class ExperimentRecord(BaseModel):
     tune_path: str | None = None
     best: dict[str, Any] | None = None
     confirmation: list[dict[str, Any]] | None = None
+    importance: dict[str, float] | None = None
+    importance_ped_anova: dict[str, float] | None = None
     mlflow: dict[str, Any] | None = None
     error: str | None = None
     attempts: int = 0

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         store.update_experiment(rec.id, tune_path=f"{settings.tune_storage.rstrip('/')}/{name}")
         space = resolve_space(spec)  # once: the recorder and the sweep share it
         recorder = StoreRecorder(
-            settings.store_url, rec.id, spec.metric, spec.mode, list(space), spec.seed
+            settings.store_url, rec.id, spec.metric, spec.mode, list(space), spec.seed, space
         )
         summary = run_sweep(
             spec,
@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         rec.id,
         best=best,
         confirmation=[c.model_dump(mode="json") for c in summary.confirmation] or None,
+        importance=summary.importance or None,
+        importance_ped_anova=summary.importance_ped_anova or None,
         warnings=summary.warnings,
         mlflow=summary.mlflow.model_dump(mode="json") if summary.mlflow else None,
     )

@@ -94,6 +94,7 @@ def log_sweep_result(tracker: MLflowTracker, summary: SweepSummary) -> dict[str,
                 out["model_version"] = _register(tracker, median_run, name)
         elif best_run and best.checkpoint:
             out["model_version"] = _register(tracker, best_run, Path(best.checkpoint).name)
+    _log_importance(tracker, summary)
     _log_trials_table(tracker, summary)
     _log_learning_curves(tracker, summary)
     status = {"SUCCEEDED": "FINISHED", "STOPPED": "KILLED"}.get(summary.status, "FAILED")
@@ -118,6 +119,24 @@ def _register(tracker: MLflowTracker, run_id: str, checkpoint_name: str) -> str 
         tags={names.TAG_RUN: tracker.run_name},
     )
     return f"models:/{name}/{version.version}"
+
+
+def _log_importance(tracker: MLflowTracker, summary: SweepSummary) -> None:
+    """importance.json (both evaluators) and a metric importance.<key> (fANOVA) per key."""
+    if not (summary.importance or summary.importance_ped_anova):
+        return
+    client, parent = tracker.client, tracker.parent_run_id
+    now = int(time.time() * 1000)
+    tracker.runs.log(
+        parent,
+        metrics=[
+            Metric(names.importance_metric(k), v, now, 0) for k, v in summary.importance.items()
+        ],
+    )
+    body = summary.model_dump(
+        mode="json", include={"metric", "mode", "importance", "importance_ped_anova"}
+    )
+    client.log_text(parent, json.dumps(body, indent=2), names.IMPORTANCE_ARTIFACT)
 
 
 def _log_trials_table(tracker: MLflowTracker, summary: SweepSummary) -> None:

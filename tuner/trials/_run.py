@@ -16,6 +16,7 @@ from typing import Any
 from ray import tune
 from ray.tune.stopper import Stopper
 
+from tuner.importance import sweep_importance
 from tuner.search_spaces import Domain, resolve_space
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import fixed_settings, stage_of
@@ -29,7 +30,7 @@ from tuner.trials._stoppers import lookup
 from tuner.trials._summary import better, scope_value, trial_view_from_result
 from tuner.trials._tuner import build_tuner, restore_tuner, sampled_values
 from tuner.trials._validate import validate_spec
-from tuner.views import BestTrial, MlflowLinks, SweepSummary
+from tuner.views import BestTrial, MlflowLinks, SweepSummary, TrialView
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -145,7 +146,8 @@ def summarise(
     """The SweepSummary of a finished (or, `interrupted`, stopped) Tune run over the
     resolved `space` (`confirming`: of the confirmation stage). Trials are ranked by
     their metric under the spec's scope; `best_metric` keeps each one's peak."""
-    keys = list(resolve_space(spec) if space is None else space)
+    space = resolve_space(spec) if space is None else space
+    keys = list(space)
     trials = []
     best: BestTrial | None = None
     # ResultGrid has no public trial status; its analysis holds the Trial objects.
@@ -213,7 +215,7 @@ def summarise(
         status = "STOPPED"  # interrupted: `--resume` (or POST /resume) continues it
     else:
         status = "SUCCEEDED" if any(t.status == "TERMINATED" for t in trials) else "FAILED"
-    return SweepSummary(
+    summary = SweepSummary(
         name=spec.name,
         status=status,
         metric=spec.metric,
@@ -223,6 +225,22 @@ def summarise(
         warnings=list(warnings),
         path=getattr(result_grid, "experiment_path", None),
     )
+    if not confirming:
+        for field, value in _importance(trials, space, spec.mode).items():
+            setattr(summary, field, value)
+    return summary
+
+
+def _importance(
+    trials: list[TrialView], space: dict[str, Domain], mode: str
+) -> dict[str, dict[str, float]]:
+    """The search's hyperparameter importance by its trials' scores; nothing when it
+    cannot be computed (it never fails the sweep)."""
+    try:
+        return sweep_importance(trials, space, mode)
+    except Exception as err:  # noqa: BLE001 - an optional summary of finished trials
+        print(f"hyperparameter importance not computed: {err!r}", file=sys.stderr)
+        return {}
 
 
 def confirm_dir_name(name: str) -> str:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
 
+from tuner.importance import sweep_importance
 from tuner.trials._algorithms import sampled_values, seed_of, stage_of
 from tuner.trials._mlflow_metrics import result_metrics
 from tuner.trials._summary import better
@@ -28,6 +31,7 @@ class StoreRecorder(Callback):
         mode: str,
         space_keys: list[str],
         base_seed: int,
+        space: Mapping[str, Any] | None = None,
     ) -> None:
         self.store_url = store_url
         self.experiment_id = experiment_id
@@ -35,6 +39,10 @@ class StoreRecorder(Callback):
         self.mode = mode
         self.space_keys = list(space_keys)
         self.base_seed = base_seed
+        # the domains, as written (plain data), for the live hyperparameter importance
+        self.space = {
+            k: d.model_dump() if hasattr(d, "model_dump") else d for k, d in (space or {}).items()
+        }
         self.best: dict[str, float] = {}
         self.last: dict[str, float] = {}
         self._store: Any = None
@@ -111,6 +119,24 @@ class StoreRecorder(Callback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._upsert(trial, status="TERMINATED")
+        if stage_of(trial.config) == "search":
+            self._update_importance()
+
+    def _update_importance(self) -> None:
+        """The sweep's hyperparameter importance over the search trials finished so far,
+        by their best metric (the driver writes the final one, by score, at the end)."""
+        space = getattr(self, "space", None)  # absent from Tune states pickled before it
+        if not space:
+            return
+        try:
+            fields = sweep_importance(
+                self.store.list_trials(self.experiment_id), space, self.mode, value="best_metric"
+            )
+        except Exception as err:  # noqa: BLE001 - a live summary never fails the sweep
+            print(f"hyperparameter importance not computed: {err!r}", file=sys.stderr)
+            return
+        if fields["importance"]:
+            self.store.update_experiment(self.experiment_id, **fields)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         text = "error"

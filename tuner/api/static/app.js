@@ -163,6 +163,7 @@ function newSweepState(id) {
     curvesSig: '',
     parcoordsSig: '',
     parcoordsAt: 0, // performance.now() of the last parcoords draw
+    importanceSig: null,
   };
 }
 
@@ -334,6 +335,7 @@ async function refreshSweep(id, gen) {
   renderHeader(exp);
   renderBest();
   renderConfirmation(exp);
+  renderImportance(exp);
 
   // Once the sweep is terminal, trials and metrics are fetched one last time and then
   // left alone; the experiment itself is still polled, so a resume restarts them.
@@ -370,11 +372,14 @@ function clearSweepView() {
   for (const sel of ['#experiment-status', '#experiment-meta', '#trials-table thead',
     '#trials-table tbody']) setHtml($(sel), '');
   for (const sel of ['#experiment-warnings', '#experiment-error', '#action-message',
-    '#best-details', '#curves-note', '#parcoords-note', '#mlflow-link']) show($(sel), false);
+    '#best-details', '#curves-note', '#parcoords-note', '#importance-note', '#mlflow-link',
+  ]) show($(sel), false);
   setText($('#trial-summary'), '');
   $('#stop-button').disabled = true;
   $('#resume-button').disabled = true;
-  if (window.Plotly) for (const sel of ['#curves', '#parcoords', '#confirm-chart']) Plotly.purge($(sel));
+  if (window.Plotly) {
+    for (const sel of ['#curves', '#parcoords', '#confirm-chart', '#importance']) Plotly.purge($(sel));
+  }
   state.exp.confirmSig = null;
 }
 
@@ -664,6 +669,51 @@ function renderParcoords(force) {
   };
   const layout = { height: 400, margin: { l: 70, r: 110, t: 60, b: 30 }, uirevision: s.id };
   Plotly.react(el, [trace], layout, PLOT_CONFIG);
+}
+
+/** Hyperparameter importance (tuner/importance.py), from the experiment itself: fANOVA
+ * (`importance`) and PED-ANOVA (`importance_ped_anova`) as horizontal bars, the key that
+ * mattered most on top. Live while the sweep runs, final once it has ended. */
+function renderImportance(exp) {
+  const s = state.exp;
+  const el = $('#importance');
+  const fanova = exp.importance || {};
+  const ped = exp.importance_ped_anova || {};
+  const terminal = TERMINAL.has(exp.status);
+  const sig = JSON.stringify([fanova, ped, terminal]);
+  if (sig === s.importanceSig) return;
+  s.importanceSig = sig;
+  if (!window.Plotly) return chartNote('importance', 'Charts unavailable: plotly.min.js did not load.');
+  const keys = Object.keys(fanova).sort((a, b) => fanova[b] - fanova[a] || collator.compare(a, b));
+  if (!keys.length) {
+    Plotly.purge(el);
+    return chartNote('importance', terminal
+      ? 'Too few finished trials to tell what mattered.'
+      : 'Not enough finished trials yet: appears once a few search trials have finished.');
+  }
+  chartNote('importance', terminal ? ''
+    : 'Live: over the trials finished so far, by their best metric; final when the sweep ends.');
+  const bar = (name, values, color) => ({
+    type: 'bar',
+    orientation: 'h',
+    name,
+    y: keys,
+    x: keys.map((k) => values[k] ?? 0),
+    marker: { color },
+    hovertemplate: `%{y}<br>${name} %{x:.3f}<extra></extra>`,
+  });
+  const traces = [bar('fANOVA', fanova, '#0969da')];
+  if (Object.keys(ped).length) traces.push(bar('PED-ANOVA', ped, '#bf8700'));
+  const layout = {
+    height: Math.max(220, 90 + keys.length * (traces.length * 16 + 12)),
+    margin: { l: 10, r: 20, t: 30, b: 40 },
+    barmode: 'group',
+    xaxis: { title: { text: 'share of importance' }, range: [0, 1], zeroline: false },
+    yaxis: { autorange: 'reversed', automargin: true }, // largest first, on top
+    legend: { orientation: 'h', x: 0, y: 1.02, yanchor: 'bottom' },
+    uirevision: s.id,
+  };
+  Plotly.react(el, traces, layout, PLOT_CONFIG);
 }
 
 // ---------------------------------------------------------------- actions
