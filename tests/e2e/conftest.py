@@ -103,7 +103,7 @@ class Server:
         os.killpg(pid, signal.SIGKILL)
 
     def client(self, **kw) -> httpx.Client:
-        return httpx.Client(base_url=f"{self.url}/api/v1", timeout=30, **kw)
+        return httpx.Client(base_url=f"{self.url}/api/v1", timeout=120, **kw)
 
 
 @pytest.fixture(scope="session")

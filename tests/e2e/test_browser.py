@@ -199,21 +199,22 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
 
         page.fill("#spec-text", TINY_YAML.format(name="bad name"))
         page.click("#preview-button")
-        page.wait_for_selector("#spec-problems:not([hidden])")
+        page.wait_for_selector("#spec-problems:not([hidden])", timeout=120_000)
         assert "name" in page.locator("#spec-problems").inner_text()
         assert page.is_disabled("#submit-button")
 
         page.fill("#spec-text", TINY_YAML.format(name="from-the-form"))
         page.click("#preview-button")
-        page.wait_for_selector("#plan-box:not([hidden])")
+        page.wait_for_selector("#plan-box:not([hidden])", timeout=120_000)
         assert page.locator("#plan-trials").inner_text().startswith("4 search")
         assert page.locator("#plan-fits").inner_text() == "yes"
         assert "limited by" in page.locator("#plan-concurrent").inner_text()
         page.screenshot(path=str(ARTIFACTS / "new-sweep-preview.png"), full_page=True)
         page.click("#submit-button")
-        page.wait_for_selector("#experiment-view:not([hidden])")
+        page.wait_for_selector("#experiment-view:not([hidden])", timeout=120_000)
         page.wait_for_function(
-            "() => document.querySelector('#experiment-title').textContent === 'from-the-form'"
+            "() => document.querySelector('#experiment-title').textContent === 'from-the-form'",
+            timeout=60_000,
         )
         page.goto(server.url + "/#/")
         page.wait_for_selector("#experiments-table td:has-text('from-the-form')")

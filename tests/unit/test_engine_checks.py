@@ -115,7 +115,9 @@ def test_resources_that_never_fit_are_rejected_with_numbers():
     with pytest.raises(SpecError) as exc:
         check_fits(s, [{"CPU": 2.0}])
     issue = exc.value.issues[0]
-    assert issue.loc == "resources.num_env_runners" and "CPU: 5" in issue.msg and "CPU: 2" in issue.msg
+    assert (
+        issue.loc == "resources.num_env_runners" and "CPU: 5" in issue.msg and "CPU: 2" in issue.msg
+    )
     check_fits(s, [{"CPU": 3.0}, {"CPU": 2.0}])  # fits across two nodes
     gpu = spec(resources={"num_gpus_per_learner": 0.25})
     with pytest.raises(SpecError, match="GPU: 0.25"):
