@@ -70,10 +70,8 @@ def test_a_response_that_sets_its_own_csp_keeps_it():
 def test_csp_directives():
     directives = dict(d.split(" ", 1) for d in CONTENT_SECURITY_POLICY.split("; "))
     assert directives["default-src"] == "'self'"
-    assert "'unsafe-inline'" not in CONTENT_SECURITY_POLICY
-    assert directives["script-src"].split() == ["'self'", "'unsafe-eval'"]
-    style = directives["style-src"].split()
-    assert style[0] == "'self'" and all(s.startswith("'sha256-") for s in style[1:])
+    assert directives["script-src"].split() == ["'self'", "'unsafe-eval'"]  # no inline script
+    assert directives["style-src"] == "'self' 'unsafe-inline'"
     assert directives["img-src"] == "'self' data:"
     assert directives["object-src"] == "'none'"
     assert directives["frame-ancestors"] == "'none'"
