@@ -77,8 +77,21 @@ def test_the_stateful_phase_reaches_the_sweep_operations(api):
     assert {"GetExperiment", "ListTrials", "StopExperiment", "DeleteExperiment"} <= set(
         links["links"]
     )
-    machine = schema.as_state_machine()
-    machine.run(
+    checks_run = [c for c in CHECKS if c]
+
+    class Machine(schema.as_state_machine()):
+        def get_call_kwargs(self, case):  # noqa: ANN001, ANN201
+            return {"timeout": 120}
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):  # noqa: ANN001, ANN201
+            case.validate_response(
+                response,
+                checks=checks_run,
+                transport_kwargs=kwargs or None,
+                recorder=getattr(self, "recorder", None),
+            )
+
+    Machine.run(
         settings=settings(
             max_examples=8,
             stateful_step_count=4,

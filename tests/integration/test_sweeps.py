@@ -160,5 +160,6 @@ def test_stop_on_target_ends_the_whole_sweep(ray_local, tmp_path):
 def test_trial_too_big_for_the_cluster_is_rejected_up_front(ray_local, tmp_path):
     with pytest.raises(SpecError) as exc:
         run(tiny_spec(resources={"num_env_runners": 3}), tmp_path)
-    assert exc.value.issues[0].loc == "resources" and "CPU: 4" in exc.value.issues[0].msg
+    issue = exc.value.issues[0]
+    assert issue.loc == "resources.num_env_runners" and "CPU: 4" in issue.msg
     assert not any(tmp_path.iterdir())
