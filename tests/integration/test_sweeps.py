@@ -71,6 +71,7 @@ def test_optuna_sweep(ray_local, tmp_path):
     for t in summary.trials:
         assert 1e-5 <= t.config["lr"] <= 1e-3 and 0.9 <= t.config["gamma"] <= 0.99
         assert t.status == "TERMINATED"
+    assert len({t.seed for t in summary.trials}) == 3  # each trial its own seed
 
 
 def test_asha_stops_poor_trials_early(ray_local, tmp_path):

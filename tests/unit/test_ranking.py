@@ -85,6 +85,18 @@ def test_confirmation_seeds_follow_every_search_seed():
     seeds = confirm_seeds(spec(confirm={"top_k": 2, "seeds": 3}), search_trials=8)
     assert seeds == [18, 19, 20]
     assert set(seeds).isdisjoint(range(10, 18))
+    # seeds a searcher's trials ran with are skipped
+    assert confirm_seeds(spec(confirm={"top_k": 1, "seeds": 2}), 2, {12, 13}) == [14, 15]
+
+
+def test_searcher_trial_ids_without_an_index_still_get_distinct_seeds():
+    from tuner.trials import trial_index, trial_seed
+
+    assert trial_index("a1b2c_00003") == 3
+    ids = ["0e69f590", "2a9d0b55", "64708754", "b1e3626d"]  # optuna's trial ids
+    seeds = {trial_seed(0, trial_index(i)) for i in ids}
+    assert len(seeds) == len(ids) and all(s >= 1_000_000 for s in seeds)
+    assert trial_index("64708754") == trial_index("64708754")  # stable
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ errored one, and where the trial ran (node, device) in every result.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 from functools import cache
@@ -98,9 +99,15 @@ def trial_seed(base_seed: int, trial_index: int) -> int:
 
 
 def trial_index(trial_id: str) -> int:
-    """A Tune trial id ends in its 0-based creation index: 'a1b2c_00003' -> 3."""
-    tail = trial_id.rsplit("_", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
+    """A trial's index for its seed. Tune's own variant generator ends a trial id in its
+    0-based creation index ('a1b2c_00003' -> 3). Searchers (optuna) give a random hex id
+    with no index: those get a stable number from the id, far above any grid index, so
+    every trial of a sweep still runs with its own seed."""
+    _, sep, tail = trial_id.rpartition("_")
+    if sep and tail.isdigit():
+        return int(tail)
+    digest = hashlib.sha1(trial_id.encode()).hexdigest()
+    return 1_000_000 + int(digest[:8], 16) % 1_000_000_000
 
 
 def _learner_device(config: AlgorithmConfig) -> str:

@@ -35,11 +35,21 @@ def pick_candidates(spec: ExperimentSpec, search: SweepSummary) -> list[TrialVie
     return out
 
 
-def confirm_seeds(spec: ExperimentSpec, search_trials: int) -> list[int]:
-    """S seeds after every search trial's (spec seed + trial index): disjoint from them,
-    and the same for every config (their comparison is paired)."""
+def confirm_seeds(
+    spec: ExperimentSpec, search_trials: int, used: set[int] | frozenset[int] = frozenset()
+) -> list[int]:
+    """S seeds after the search trials' (spec seed + trial index), skipping any seed a
+    search trial ran with (`used`): disjoint from them, and the same for every config
+    (their comparison is paired)."""
     assert spec.confirm is not None
-    return [trial_seed(spec.seed, search_trials + j) for j in range(spec.confirm.seeds)]
+    seeds: list[int] = []
+    index = search_trials
+    while len(seeds) < spec.confirm.seeds:
+        seed = trial_seed(spec.seed, index)
+        if seed not in used:
+            seeds.append(seed)
+        index += 1
+    return seeds
 
 
 def confirm_runs(candidates: list[TrialView], seeds: list[int]) -> list[dict[str, Any]]:

@@ -262,7 +262,8 @@ def _confirm(
     candidates = pick_candidates(spec, summary)
     if not candidates:
         return
-    seeds = confirm_seeds(spec, sum(1 for t in summary.trials if t.stage == "search"))
+    search = [t for t in summary.trials if t.stage == "search"]
+    seeds = confirm_seeds(spec, len(search), {t.seed for t in search if t.seed is not None})
     runs = confirm_runs(candidates, seeds)
     watch = InterruptWatch()
     cbs = [watch, *callbacks]
