@@ -7,6 +7,7 @@ on whatever else runs on it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -186,13 +187,23 @@ def sweep_outcome(client: Any, view: dict[str, Any], wall: float) -> dict[str, A
 # -- subprocesses -------------------------------------------------------------------
 
 
-def run_timed(cmd: list[str], env: dict[str, str], log: Path, timeout: float) -> tuple[int, float]:
+def run_timed(
+    cmd: list[str], env: dict[str, str], log: Path, timeout: float, stdout: Path | None = None
+) -> tuple[int, float]:
     """Runs cmd in its own process group; returns (exit code, wall seconds from
-    process start to end). On timeout the whole group is killed."""
-    with log.open("ab") as out:
+    process start to end). Its output goes to `log` (stdout to its own file when
+    `stdout` is given). On timeout the whole group is killed."""
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(log.open("ab"))
+        std = files.enter_context(stdout.open("wb")) if stdout else None
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=std or out,
+            stderr=out if std else subprocess.STDOUT,
+            start_new_session=True,
         )
         try:
             rc = proc.wait(timeout=timeout)
