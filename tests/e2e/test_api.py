@@ -44,14 +44,24 @@ def test_cluster_view_lists_the_embedded_head(server):
 
 def test_sweep_end_to_end(server):
     with server.client() as c:
-        created = c.post("/experiments", json=tiny("e2e-sweep"))
+        spec = {**tiny("e2e-sweep"), "confirm": {"top_k": 1, "seeds": 2}}
+        created = c.post("/experiments", json=spec)
         assert created.status_code == 201, created.text
         exp_id = created.json()["id"]
         assert created.json()["status"] in {"QUEUED", "RUNNING"}
         view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL)
         assert view["status"] == "SUCCEEDED", view["error"]
-        assert view["trial_counts"] == {"TERMINATED": 2}
-        trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+        assert view["trial_counts"] == {"TERMINATED": 4}  # 2 searched, 2 confirming
+        every = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+        trials = [t for t in every if t["stage"] == "search"]
+        confirming = [t for t in every if t["stage"] == "confirm"]
+        (confirmed,) = view["confirmation"]  # the driver's confirmation, through REST
+        assert confirmed["trial_id"] in {t["trial_id"] for t in trials}
+        assert sorted(t["seed"] for t in confirming) == confirmed["seeds"] == [2, 3]
+        assert confirmed["scores"] == [
+            next(t["score"] for t in confirming if t["seed"] == s) for s in confirmed["seeds"]
+        ]
+        assert view["best"]["confirmed"] == confirmed
         assert sorted(t["config"]["lr"] for t in trials) == [1e-4, 1e-3]
         nodes = c.get("/cluster").json()["nodes"]
         for t in trials:
@@ -67,7 +77,7 @@ def test_sweep_end_to_end(server):
         assert view["best"]["config"] == best["config"]
         assert view["best"]["checkpoint"] and view["best"]["metric_value"] == best["score"]
         series = c.get(f"/experiments/{exp_id}/metrics").json()["series"]
-        assert {k: len(v) for k, v in series.items()} == {t["trial_id"]: 2 for t in trials}
+        assert {k: len(v) for k, v in series.items()} == {t["trial_id"]: 2 for t in every}
         mlflow = MlflowClient(tracking_uri=f"sqlite:///{server.data_dir / 'mlflow.db'}")
         parent = mlflow.get_run(view["mlflow"]["parent_run_id"])
         assert parent.data.params["best.trial_id"] == best["trial_id"]
@@ -75,7 +85,7 @@ def test_sweep_end_to_end(server):
             [view["mlflow"]["experiment_id"]],
             filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
         )
-        assert {r.info.run_id for r in children} == {t["mlflow_run_id"] for t in trials}
+        assert {r.info.run_id for r in children} == {t["mlflow_run_id"] for t in every}
         listed = c.get("/experiments", params={"status": "SUCCEEDED"}).json()
         assert exp_id in [e["id"] for e in listed["items"]] and listed["total"] >= 1
         assert c.delete(f"/experiments/{exp_id}").status_code == 204
