@@ -59,11 +59,11 @@ def target_nodes(settings: Settings) -> list[dict[str, float]]:
                 "(cluster)",
                 f"cannot read the nodes of {settings.ray_address}; use --no-fit to skip",
             )
-        return [n["resources"] for n in nodes]
+        return [n["resources"] for n in nodes] + settings.growth_nodes
     import torch
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return [{"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)}]
+    return [{"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)}, *settings.growth_nodes]
 
 
 FitOpt = Annotated[
@@ -172,6 +172,7 @@ def run(
             tracking=tracking_config(settings),
             check_fit=settings.cluster_fit_check,
             allowed_modules=_allowed(settings, allow_module),
+            growth_nodes=settings.growth_nodes,
             # Ctrl-C: running trials checkpoint first; Ctrl-C again stops at once
             callbacks=[GracefulCtrlC()],
         )

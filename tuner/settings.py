@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def parse_nodes(text: str) -> list[dict[str, float]]:
+    """A JSON list of node resources: [{"CPU": 16, "GPU": 1}, ...]; ValueError if not."""
+    try:
+        nodes = json.loads(text)
+        if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
+            raise ValueError("not a list of objects")
+        return [{str(k): float(v) for k, v in n.items()} for n in nodes]
+    except (ValueError, TypeError) as err:
+        raise ValueError(
+            f'a JSON list of node resources such as [{{"CPU": 16, "GPU": 1}}]: {err}'
+        ) from None
 
 
 class Settings(BaseSettings):
@@ -58,6 +72,12 @@ class Settings(BaseSettings):
         description="Reject a sweep whose one trial needs more CPUs / GPUs / custom "
         "resources than the cluster's alive nodes have (422 at submit). Turn off for an "
         "autoscaling cluster that adds nodes on demand.",
+    )
+    cluster_max_nodes: str | None = Field(
+        None,
+        description="An autoscaling cluster: the nodes it can add, as a JSON list of node "
+        'resources (e.g. \'[{"CPU": 16, "GPU": 1}, {"CPU": 16, "GPU": 1}]\' for a GPU '
+        "worker group of up to two). The fit check counts them beside the alive nodes.",
     )
     poll_interval_s: float = Field(1.0, gt=0, description="Supervisor period (s).")
     max_body_bytes: int = Field(1_048_576, gt=0, description="Largest request body accepted.")
@@ -114,6 +134,18 @@ class Settings(BaseSettings):
                 "AWS_ENDPOINT_URL instead"
             )
         return value
+
+    @field_validator("cluster_max_nodes")
+    @classmethod
+    def _node_list(cls, value: str | None) -> str | None:
+        if value:
+            parse_nodes(value)
+        return value
+
+    @property
+    def growth_nodes(self) -> list[dict[str, float]]:
+        """The nodes an autoscaling cluster can add (TUNER_CLUSTER_MAX_NODES)."""
+        return parse_nodes(self.cluster_max_nodes) if self.cluster_max_nodes else []
 
     @property
     def data_path(self) -> Path:

@@ -81,3 +81,29 @@ def test_validate_and_plan_check_the_fit_unless_told_not_to(tmp_path, monkeypatc
     body = json.loads(planned.stdout)
     assert body["fits"] is False and body["trials"] == 4 and body["problems"]
     assert runner.invoke(cli, ["plan", str(path), "--no-fit"]).exit_code == 0
+
+
+def test_an_autoscaling_cluster_is_checked_against_what_it_can_grow_to(tmp_path, monkeypatch):
+    from tuner.settings import Settings
+
+    monkeypatch.delenv("TUNER_RAY_ADDRESS", raising=False)
+    path = tmp_path / "gpu.json"
+    path.write_text(
+        json.dumps(
+            {
+                "name": "gpu",
+                "algorithm": "PPO",
+                "env": "CartPole-v1",
+                "resources": {"num_gpus_per_learner": 1},
+            }
+        )
+    )
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["validate", str(path)], env={"TUNER_CLUSTER_MAX_NODES": ""})
+    assert refused.exit_code == 2 and "resources.num_gpus_per_learner" in refused.output
+    grows = '[{"CPU": 8, "GPU": 1}]'
+    ok = runner.invoke(cli, ["validate", str(path)], env={"TUNER_CLUSTER_MAX_NODES": grows})
+    assert ok.exit_code == 0, ok.output
+    assert Settings(cluster_max_nodes=grows).growth_nodes == [{"CPU": 8.0, "GPU": 1.0}]
+    with pytest.raises(ValueError, match="JSON list of node resources"):
+        Settings(cluster_max_nodes="[1]")

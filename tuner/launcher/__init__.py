@@ -116,6 +116,7 @@ class Launcher:
             "TUNER_MLFLOW_TRACKING_URI": s.tracking_uri,
             "TUNER_MLFLOW_UI_URL": s.mlflow_ui_url,
             "TUNER_CLUSTER_FIT_CHECK": str(s.cluster_fit_check).lower(),
+            "TUNER_CLUSTER_MAX_NODES": s.cluster_max_nodes or "",
             "TUNER_STOP_TIMEOUT_S": str(s.stop_timeout_s),
             "TUNER_ALLOWED_MODULES": s.allowed_modules,
             "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token"),
@@ -174,7 +175,10 @@ class Launcher:
     def cluster_nodes(self, max_age_s: float = 10) -> list[dict[str, float]] | None:
         """Total resources of each alive node (see `cluster`), for the fit check."""
         nodes = self.cluster(max_age_s)
-        return [n["resources"] for n in nodes] if nodes else None  # none: the driver checks
+        if not nodes:
+            return None  # none: the driver checks
+        # an autoscaling cluster: what it can grow to counts too
+        return [n["resources"] for n in nodes] + self.settings.growth_nodes
 
 
 __all__ = [

@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             check_fit=settings.cluster_fit_check,
             space=space,
             allowed_modules=settings.allowed_module_list,
+            growth_nodes=settings.growth_nodes,
         )
     except SpecError as err:
         store.update_experiment(rec.id, error=str(err))

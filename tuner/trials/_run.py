@@ -323,6 +323,7 @@ def run_sweep(
     check_fit: bool = True,
     space: dict[str, Domain] | None = None,
     allowed_modules: Sequence[str] | None = None,
+    growth_nodes: Sequence[dict[str, float]] = (),
 ) -> SweepSummary:
     """Runs (or, with resume, continues) the spec's sweep and returns its summary.
 
@@ -339,7 +340,7 @@ def run_sweep(
     warnings = validate_spec(spec, space=space, allowed_modules=allowed_modules)
     ensure_ray(ray_address)
     if check_fit:
-        check_fits(spec, alive_nodes())
+        check_fits(spec, [*alive_nodes(), *growth_nodes])  # autoscaling: what it can add
     storage_path = str(storage_path)
     if "://" not in storage_path:
         storage_path = str(Path(storage_path).absolute())
