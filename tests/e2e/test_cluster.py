@@ -81,6 +81,8 @@ def cluster(tmp_path_factory):
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dash}",
+            # the job agent's default port (52365) may be held by any other Ray here
+            f"--dashboard-agent-listen-port={free_port()}",
             '--resources={"head_node": 1}',
         ],
         tmp / "head.log",
@@ -90,7 +92,12 @@ def cluster(tmp_path_factory):
     try:  # both nodes are stopped whatever happens, a failed start-up included
         _wait_for_dashboard(address, tmp)
         worker = RayNode(
-            [f"--address=127.0.0.1:{port}", "--num-cpus=1", '--resources={"worker_node": 1}'],
+            [
+                f"--address=127.0.0.1:{port}",
+                "--num-cpus=1",
+                f"--dashboard-agent-listen-port={free_port()}",
+                '--resources={"worker_node": 1}',
+            ],
             tmp / "worker.log",
         )
         nodes = _wait_for_two_nodes(address, tmp)
