@@ -4,6 +4,7 @@ crash its event loop."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tuner._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
@@ -42,24 +43,15 @@ def check_body(
     Nothing the spec names is imported here: code references and import-path envs are
     checked against `allowed_modules` as text. With `nodes` (each alive node's total
     resources), a spec whose one trial can never be placed on them is refused too."""
-    from tuner.spec import parse_spec
-    from tuner.trials import check_fits, validate_spec
+    from tuner.trials import check_fits
 
-    try:
-        data = parse_body(raw, yaml_body)
-        spec = parse_spec(data)
-        warnings = validate_spec(
-            spec, allowed_modules=allowed_modules, import_user_code=False, max_trials=max_trials
-        )
+    def check(spec: Any) -> dict[str, Any]:
+        warnings = _validate(spec, allowed_modules, max_trials)
         if nodes:
             check_fits(spec, nodes)
-    except NestingTooDeep as err:
-        return {"issues": [i.model_dump(mode="json") for i in err.issues], "status": 413}
-    except SpecError as err:
-        return {"issues": [i.model_dump(mode="json") for i in err.issues]}
-    except Exception as err:  # noqa: BLE001 - any other failure is still the spec's problem
-        return _issue("(spec)", f"cannot be checked: {type(err).__name__}: {str(err)[:300]}")
-    return {"spec": spec.model_dump(mode="json"), "warnings": warnings}
+        return {"spec": spec.model_dump(mode="json"), "warnings": warnings}
+
+    return _answer(raw, yaml_body, check)
 
 
 def plan_body(
@@ -72,15 +64,30 @@ def plan_body(
 ) -> dict[str, Any]:
     """{"plan": Plan JSON} for a valid spec (whether it fits is part of the plan) or
     {"issues": [...]} (with "status": 413 for a body nested too deep)."""
+    from tuner.trials import plan_spec
+
+    def plan(spec: Any) -> dict[str, Any]:
+        _validate(spec, allowed_modules, max_trials)
+        return {"plan": plan_spec(spec, nodes, check_fit=check_fit).model_dump(mode="json")}
+
+    return _answer(raw, yaml_body, plan)
+
+
+def _validate(spec: Any, allowed_modules: list[str], max_trials: int | None) -> list[str]:
+    from tuner.trials import validate_spec
+
+    return validate_spec(
+        spec, allowed_modules=allowed_modules, import_user_code=False, max_trials=max_trials
+    )
+
+
+def _answer(raw: bytes, yaml_body: bool, work: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """work(the parsed spec), or {"issues": [...]} for any problem ("status": 413 for a
+    body nested too deep); never raises for a bad body."""
     from tuner.spec import parse_spec
-    from tuner.trials import plan_spec, validate_spec
 
     try:
-        spec = parse_spec(parse_body(raw, yaml_body))
-        validate_spec(
-            spec, allowed_modules=allowed_modules, import_user_code=False, max_trials=max_trials
-        )
-        return {"plan": plan_spec(spec, nodes, check_fit=check_fit).model_dump(mode="json")}
+        return work(parse_spec(parse_body(raw, yaml_body)))
     except NestingTooDeep as err:
         return {"issues": [i.model_dump(mode="json") for i in err.issues], "status": 413}
     except SpecError as err:

@@ -9,7 +9,7 @@ them once, the routes return them. Nothing here imports Ray, FastAPI or SQLAlche
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -112,6 +112,31 @@ class MlflowLinks(_View):
     url: str | None = None
 
 
+# Fields a sweep has both in `tuner run --output json` and in the service's view.
+Confirmation = Annotated[
+    list[ConfirmedConfig],
+    Field(default_factory=list, description="The confirmed configs, best mean first."),
+]
+Importance = Annotated[
+    dict[str, float],
+    Field(
+        default_factory=dict,
+        description="Per sampled key, how much it mattered for the metric: the share of the "
+        "metric's variance its value explains over the finished search trials (fANOVA), "
+        "largest first, summing to 1 (0: its value never changed). Empty until enough trials "
+        "finished (tuner/importance.py).",
+    ),
+]
+ImportancePedAnova = Annotated[
+    dict[str, float],
+    Field(
+        default_factory=dict,
+        description="The same keys by PED-ANOVA: how far each key's values among the best "
+        "trials are from its values among all of them (what it takes to reach the top).",
+    ),
+]
+
+
 class SweepSummary(_View):
     """`tuner run --output json`: the best trial and every trial."""
 
@@ -125,21 +150,9 @@ class SweepSummary(_View):
     mode: str
     best: BestTrial | None = None
     trials: list[TrialView] = Field(default_factory=list)
-    confirmation: list[ConfirmedConfig] = Field(
-        default_factory=list, description="The confirmed configs, best mean first."
-    )
-    importance: dict[str, float] = Field(
-        default_factory=dict,
-        description="Per sampled key, how much it mattered for the metric: the share of the "
-        "metric's variance its value explains over the finished search trials (fANOVA), "
-        "largest first, summing to 1 (0: its value never changed). Empty until enough trials "
-        "finished (tuner/importance.py).",
-    )
-    importance_ped_anova: dict[str, float] = Field(
-        default_factory=dict,
-        description="The same keys by PED-ANOVA: how far each key's values among the best "
-        "trials are from its values among all of them (what it takes to reach the top).",
-    )
+    confirmation: Confirmation
+    importance: Importance
+    importance_ped_anova: ImportancePedAnova
     warnings: list[str] = Field(default_factory=list)
     path: str | None = Field(None, description="Tune experiment directory.")
     mlflow: MlflowLinks | None = None
@@ -159,21 +172,9 @@ class ExperimentView(_View):
     warnings: list[str] = Field(default_factory=list)
     trial_counts: dict[str, int] = Field(default_factory=dict)
     best: BestTrial | None = None
-    confirmation: list[ConfirmedConfig] = Field(
-        default_factory=list, description="The confirmed configs, best mean first."
-    )
-    importance: dict[str, float] = Field(
-        default_factory=dict,
-        description="Per sampled key, how much it mattered for the metric: the share of the "
-        "metric's variance its value explains over the finished search trials (fANOVA), "
-        "largest first, summing to 1 (0: its value never changed). Empty until enough trials "
-        "finished (tuner/importance.py).",
-    )
-    importance_ped_anova: dict[str, float] = Field(
-        default_factory=dict,
-        description="The same keys by PED-ANOVA: how far each key's values among the best "
-        "trials are from its values among all of them (what it takes to reach the top).",
-    )
+    confirmation: Confirmation
+    importance: Importance
+    importance_ped_anova: ImportancePedAnova
     mlflow: MlflowLinks | None = None
     error: str | None = None
     attempts: int = 0

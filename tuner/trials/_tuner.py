@@ -15,8 +15,8 @@ from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import (
     CONFIRM_KEY,
+    apply_values,
     build_config,
-    config_path,
     sampled_values,
     trainable_for,
 )
@@ -34,14 +34,7 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any]:
     """The trial config as a dict with the search domains laid over it."""
     params = build_config(spec, env_name=register_env(spec.env)).to_dict()
-    for key, dom in space.items():
-        path = config_path(key, params)
-        node = params
-        for part in path[:-1]:
-            node[part] = dict(node.get(part) or {})
-            node = node[part]
-        node[path[-1]] = dom.to_tune()
-    return params
+    return apply_values(params, {key: dom.to_tune() for key, dom in space.items()})
 
 
 def _search_alg(spec: ExperimentSpec) -> Searcher | BasicVariantGenerator:
