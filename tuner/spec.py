@@ -308,7 +308,11 @@ class ExperimentSpec(_Model):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="Checkpoints.")
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec, description="Evaluation.")
     seed: int = Field(
-        0, ge=0, lt=2**31, description="Base seed; trial i gets seed + i (recorded with the trial)."
+        0,
+        ge=0,
+        lt=2**31,
+        description="Base seed; trial i gets seed + i (an optuna trial, whose id has no index: "
+        "seed + a number derived from its id); recorded with the trial.",
     )
 
     @field_validator("name")
