@@ -41,15 +41,15 @@ import json
 import math
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
+
+from _common import run_timed
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -274,23 +274,9 @@ def one_thread_env() -> dict[str, str]:
 def run_process(cmd: list[str], out: Path, timeout: float) -> tuple[int, float]:
     """Runs cmd in its own process group (stdout to `out`, stderr to `out`.err);
     returns (exit code, wall seconds). Kills the group afterwards (Ray leftovers)."""
-    with out.open("wb") as so, out.with_suffix(".err").open("wb") as se:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=one_thread_env(), stdout=so, stderr=se, start_new_session=True
-        )
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = -9
-        wall = time.perf_counter() - t0
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    return rc, wall
+    err = out.with_suffix(".err")
+    err.write_bytes(b"")
+    return run_timed(cmd, one_thread_env(), err, timeout, stdout=out)
 
 
 def epsilon_end(steps: int) -> int:
