@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -53,3 +55,29 @@ def wait_while_running(
         assert proc.poll() is None, f"the sweep ended before {what}"
         time.sleep(0.5)
     pytest.fail(f"not ready for {what} within {timeout:g} s")
+
+
+def trained_iterations(data: Path, stage: str | None = None) -> list[float]:
+    """The last training_iteration MLflow holds for each trial (child run) of the sweep
+    in `data`, optionally only those tagged `tuner.stage: stage`. MLflow gets each result
+    as it comes; Tune syncs result.json into ray_results only every ~10 s (and at the end),
+    too late to interrupt a run at a given iteration. Read-only SQL: an MLflow client here
+    would race the driver creating the tables."""
+    db = data / "mlflow.db"
+    if not db.exists():
+        return []
+    query = (
+        "SELECT MAX(m.value) FROM metrics m JOIN tags p ON p.run_uuid = m.run_uuid "
+        "AND p.key = 'mlflow.parentRunId' WHERE m.key = 'training_iteration'"
+    )
+    args: tuple[str, ...] = ()
+    if stage is not None:
+        query += (
+            " AND m.run_uuid IN (SELECT run_uuid FROM tags WHERE key = 'tuner.stage' AND value = ?)"
+        )
+        args = (stage,)
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            return [v for (v,) in con.execute(query + " GROUP BY m.run_uuid", args)]
+    except sqlite3.OperationalError:  # tables not created yet, or locked for a moment
+        return []

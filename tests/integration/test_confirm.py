@@ -12,7 +12,12 @@ from pathlib import Path
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.integration._cli import RESUMABLE, tuner_run, wait_while_running
+from tests.integration._cli import (
+    RESUMABLE,
+    trained_iterations,
+    tuner_run,
+    wait_while_running,
+)
 from tuner import mlflow_names as names
 
 SPEC = {
@@ -38,8 +43,7 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
     run_ = tuner_run(spec_path, data)
 
     def confirming():
-        done = list(results.glob("confirmed_*-confirm/TunerPPO_*/result.json"))
-        return any(lines(p) >= 1 for p in done)
+        return any(v >= 1 for v in trained_iterations(data, names.STAGE_CONFIRM))
 
     try:
         wait_while_running(run_, confirming, "the confirmation stage trained", timeout=400)

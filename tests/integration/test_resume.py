@@ -12,7 +12,12 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.integration._cli import RESUMABLE, tuner_run, wait_while_running
+from tests.integration._cli import (
+    RESUMABLE,
+    trained_iterations,
+    tuner_run,
+    wait_while_running,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -87,8 +92,8 @@ def test_ctrl_c_checkpoints_then_stops_and_resume_continues(tmp_path):
     run_ = tuner_run(spec_path, data)
 
     def trained_twice():
-        results = list((data / "ray_results").glob("ctrlc_*/TunerPPO_*/result.json"))
-        return len(results) == 2 and all(len(p.read_text().splitlines()) >= 2 for p in results)
+        iters = trained_iterations(data)
+        return len(iters) == 2 and min(iters) >= 2
 
     try:
         wait_while_running(run_, trained_twice, "it could be interrupted")
