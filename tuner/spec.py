@@ -140,6 +140,11 @@ class StopSpec(_Model):
     time_budget_s: float | None = Field(
         None, gt=0, description="Wall-time budget of the whole sweep (s)."
     )
+    metrics: dict[str, float] = Field(
+        default_factory=dict,
+        description="Stop a trial once any of these flattened result keys (e.g. a metric "
+        "your callbacks log, `env_runners/pole_angle_max`) is >= its value.",
+    )
     stop_on_target: bool = Field(
         False,
         description="End the whole sweep as soon as any trial reaches episode_return_mean.",
@@ -158,7 +163,16 @@ class StopSpec(_Model):
             value = getattr(self, key)
             if value is not None:
                 out[result_key] = value
+        out.update(self.metrics)
         return out
+
+    @field_validator("metrics")
+    @classmethod
+    def _result_keys(cls, v: dict[str, float]) -> dict[str, float]:
+        for key in v:
+            if not METRIC_RE.fullmatch(key):
+                raise ValueError(f"{key!r} is not a result key such as 'env_runners/my_metric'")
+        return v
 
 
 class ResourcesSpec(_Model):
@@ -276,6 +290,19 @@ class ExperimentSpec(_Model):
         default_factory=dict,
         description="RLModule model_config (fcnet_hiddens, fcnet_activation, conv_filters, ...).",
     )
+    callbacks: list[str] = Field(
+        default_factory=list,
+        description="RLlib callbacks classes by import path 'package.module:Name' (one, or a "
+        "list; under the operator's allowed modules). What they log with RLlib's metrics "
+        "logger (e.g. `metrics_logger.log_value('pole_angle_max', ...)` in on_episode_end) "
+        "becomes a trial metric (`env_runners/pole_angle_max`): the sweep's `metric`, a "
+        "`stop.metrics` criterion, plotted and logged to MLflow.",
+    )
+    module: str | None = Field(
+        None,
+        description="A custom RLModule class by import path 'package.module:Name' (under the "
+        "operator's allowed modules); `model` is passed to it as its model_config.",
+    )
     search: SearchSpec = Field(default_factory=SearchSpec, description="Search method and space.")
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec, description="Trial scheduler.")
     metric: str = Field(
@@ -333,6 +360,26 @@ class ExperimentSpec(_Model):
                 raise ValueError(f"{v!r} is not 'package.module:Name'")
         elif not GYM_ID_RE.fullmatch(v) or ".." in v:
             raise ValueError(f"{v!r} is not a gymnasium id such as 'CartPole-v1'")
+        return v
+
+    @field_validator("callbacks", mode="before")
+    @classmethod
+    def _one_or_list(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("callbacks")
+    @classmethod
+    def _callback_paths(cls, v: list[str]) -> list[str]:
+        for i, path in enumerate(v):
+            if not IMPORT_PATH_RE.fullmatch(path):
+                raise ValueError(f"callbacks.{i}: {path!r} is not 'package.module:Name'")
+        return v
+
+    @field_validator("module")
+    @classmethod
+    def _module_path(cls, v: str | None) -> str | None:
+        if v is not None and not IMPORT_PATH_RE.fullmatch(v):
+            raise ValueError(f"{v!r} is not 'package.module:Name'")
         return v
 
     @field_validator("metric")

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tuner.cli import app
-from tuner.spec import load_spec
+from tuner.spec import SpecError, load_spec
 from tuner.trials import validate_spec
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*.yaml"))
@@ -27,7 +27,10 @@ def test_there_is_an_example_per_algorithm_and_preset():
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_specs_validate(path):
     spec = load_spec(path)
-    warnings = validate_spec(spec)
+    warnings = validate_spec(spec, allowed_modules=["tuner_examples"])
+    if "tuner_examples" in path.read_text():  # names example code: refused unless allowed
+        with pytest.raises(SpecError):
+            validate_spec(spec, build_env=False, allowed_modules=[])
     assert ("noisy" in " ".join(warnings)) == (spec.algorithm in {"Noisy_DQN", "Rainbow_DQN"})
     assert spec.resources.num_env_runners <= 1  # fits this 2-core machine
 

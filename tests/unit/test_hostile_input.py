@@ -65,9 +65,9 @@ def test_the_validator_imports_no_module_a_spec_names(tmp_path, monkeypatch):
     # even an allowed module is not imported by the validator (the driver builds the env)
     allowed = post({**BASE, "env": "tests.probe_import:ProbeEnv"}, allowed=["tests"])
     assert "spec" in allowed, allowed
-    callbacks = post(
-        {**BASE, "config": {"callbacks": "tests.probe_import:ProbeEnv"}}, allowed=["tests"]
-    )
+    code = {"callbacks": "tests.probe_import:ProbeEnv", "module": "tests.probe_import:ProbeEnv"}
+    assert locs(post({**BASE, **code})) == ["callbacks.0", "module"]
+    callbacks = post({**BASE, **code}, allowed=["tests"])
     assert "spec" in callbacks, callbacks
     assert not probe.exists() and "tests.probe_import" not in sys.modules
 

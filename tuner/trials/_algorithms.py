@@ -35,6 +35,9 @@ MODEL_CONFIG_KEY = "_model_config"  # where AlgorithmConfig.to_dict() keeps mode
 # A confirmation trial's config carries the values and seed it re-runs under this key;
 # the trial applies them before RLlib sees its config.
 CONFIRM_KEY = "_tuner_confirm"
+# The spec's own code (callbacks, module) by import path: the trial imports it, so the
+# driver's config stays plain data and the API process never imports user code.
+CODE_KEY = "_tuner_code"
 
 
 def config_path(key: str, config: dict[str, Any]) -> tuple[str, ...]:
@@ -145,6 +148,8 @@ class _SweepTrialMixin:
             config = dict(config)
             index = trial_index(config[TRIAL_INFO].trial_id)
             config["seed"] = trial_seed(int(config.get("seed") or 0), index)
+        if isinstance(config, dict) and CODE_KEY in config:
+            config = with_user_code(config)
         super().__init__(config=config, env=env, **kwargs)
 
     def step(self) -> dict[str, Any]:
@@ -173,6 +178,37 @@ class _SweepTrialMixin:
             "seed": self.config.seed,
         }
         Path(checkpoint_dir, CHECKPOINT_META).write_text(json.dumps(meta, default=str))
+
+
+def with_user_code(config: dict[str, Any]) -> dict[str, Any]:
+    """A trial's config dict with the spec's code (CODE_KEY: callbacks, module) imported
+    and set where RLlib reads it. Runs in the trial's process; the paths were checked
+    against the operator's allowed modules before the sweep started."""
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from tuner.trials._envs import load_object
+
+    out = {k: v for k, v in config.items() if k != CODE_KEY}
+    code = config.get(CODE_KEY) or {}
+    if code.get("callbacks"):
+        out["callbacks"] = [load_object(path) for path in code["callbacks"]]
+    if code.get("module"):
+        # the sampled `model.*` values are in the config by now: the module gets them all
+        model = dict(out.get(MODEL_CONFIG_KEY) or {})
+        out["_rl_module_spec"] = RLModuleSpec(
+            module_class=load_object(code["module"]), model_config=model
+        )
+    return out
+
+
+def user_code(spec: ExperimentSpec) -> dict[str, Any]:
+    """The spec's code by import path, as a trial config carries it under CODE_KEY."""
+    code: dict[str, Any] = {}
+    if spec.callbacks:
+        code["callbacks"] = list(spec.callbacks)
+    if spec.module:
+        code["module"] = spec.module
+    return code
 
 
 class TunerPPO(_SweepTrialMixin, PPO):

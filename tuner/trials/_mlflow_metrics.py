@@ -4,6 +4,7 @@ hundreds of config keys Ray's own logger copies."""
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Any
 
 from tuner.mlflow_names import LEARNER_WORDS, LEARNERS_PREFIX, RESULT_METRICS
@@ -33,9 +34,36 @@ def number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def result_metrics(result: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> dict[str, float]:
-    """The curated metrics of one Tune result: returns, lengths, steps, time, losses."""
+@cache
+def _rllib_metric_names() -> frozenset[str]:
+    """Every metric name RLlib itself reports (the constants of ray.rllib.utils.metrics)."""
+    import ray.rllib.utils.metrics as rllib_metrics
+
+    return frozenset(
+        v for k, v in vars(rllib_metrics).items() if k.isupper() and isinstance(v, str)
+    )
+
+
+def custom_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """What user callbacks logged through RLlib's metrics logger: the numbers directly
+    under `env_runners/` (and `evaluation/env_runners/`) that are not RLlib's own."""
+    own = _rllib_metric_names()
     out: dict[str, float] = {}
+    for prefix, stats in (
+        ("env_runners/", result.get("env_runners")),
+        ("evaluation/env_runners/", (result.get("evaluation") or {}).get("env_runners")),
+    ):
+        for key, value in (stats or {}).items() if isinstance(stats, dict) else ():
+            num = number(value) if not isinstance(value, dict) else None
+            if num is not None and key not in own:
+                out[f"{prefix}{key}"] = num
+    return out
+
+
+def result_metrics(result: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> dict[str, float]:
+    """The curated metrics of one Tune result: returns, lengths, steps, time, losses, and
+    whatever the spec's callbacks logged (custom_metrics)."""
+    out: dict[str, float] = custom_metrics(result)
     for key in (*RESULT_METRICS, *extra_keys):
         value = number(lookup(result, key))
         if value is not None:

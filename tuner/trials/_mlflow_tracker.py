@@ -242,6 +242,10 @@ class MLflowTracker(Callback):
             "env": spec.env,
             "seed": seed_of(trial.config, trial.trial_id, spec.seed),
         }
+        if spec.callbacks:
+            params["callbacks"] = ",".join(spec.callbacks)
+        if spec.module:
+            params["module"] = spec.module
         params.update(
             {f"{names.FIXED_PREFIX}{k}": v for k, v in flatten(fixed_settings(spec)).items()}
         )

@@ -14,11 +14,13 @@ from ray.tune.stopper import CombinedStopper, Stopper
 from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import (
+    CODE_KEY,
     CONFIRM_KEY,
     apply_values,
     build_config,
     sampled_values,
     trainable_for,
+    user_code,
 )
 from tuner.trials._envs import register_env
 from tuner.trials._schedulers import build_scheduler
@@ -31,10 +33,19 @@ os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 
+def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
+    """A trial's config dict before sampling: the built RLlib config, and the spec's code
+    by import path for the trial to import (CODE_KEY)."""
+    params = build_config(spec, env_name=register_env(spec.env)).to_dict()
+    code = user_code(spec)
+    if code:
+        params[CODE_KEY] = code
+    return params
+
+
 def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any]:
     """The trial config as a dict with the search domains laid over it."""
-    params = build_config(spec, env_name=register_env(spec.env)).to_dict()
-    return apply_values(params, {key: dom.to_tune() for key, dom in space.items()})
+    return apply_values(trial_params(spec), {key: dom.to_tune() for key, dom in space.items()})
 
 
 def _search_alg(spec: ExperimentSpec) -> Searcher | BasicVariantGenerator:
@@ -58,7 +69,7 @@ def build_stopper(spec: ExperimentSpec) -> SweepStopper:
 def confirm_param_space(spec: ExperimentSpec, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The param space of the confirmation stage: the fixed config, and one grid entry
     per (config, seed) to re-run ({"of": trial id, "values": {...}, "seed": n})."""
-    params = build_config(spec, env_name=register_env(spec.env)).to_dict()
+    params = trial_params(spec)
     params[CONFIRM_KEY] = tune.grid_search(runs)
     return params
 

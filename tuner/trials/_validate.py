@@ -33,6 +33,8 @@ _OWNED_BY_SPEC = {
     "evaluation_duration": "evaluation.duration",
     "evaluation_duration_unit": "evaluation.duration (episodes)",
     "model_config": "model",
+    "callbacks": "callbacks",
+    "callbacks_class": "callbacks",
 }
 
 
@@ -84,6 +86,8 @@ def validate_spec(
             )
         )
     code_allowed = allowed or []
+    if allowed is not None:
+        refs += _spec_code_refs(spec, allowed)
     refs += check_code_refs(spec.config, loc="config", allowed_modules=code_allowed)
     refs += check_code_refs(spec.model, loc="model", allowed_modules=code_allowed)
     refs += check_space_code_refs(space, allowed_modules=code_allowed)
@@ -178,9 +182,55 @@ def validate_spec(
             raise SpecError(
                 [SpecIssue(loc="config", value=spec.config, msg=f"RLlib rejects the config: {err}")]
             ) from None
+    if import_user_code:
+        check_user_code(spec)
     if build_env and (import_user_code or ":" not in spec.env):
         check_env(spec.env, spec.env_config)
     return warnings
+
+
+def _spec_code_refs(spec: ExperimentSpec, allowed: list[str]) -> list[SpecIssue]:
+    """The spec's own code fields (callbacks, module) outside the allowed modules."""
+    named = [(f"callbacks.{i}", path) for i, path in enumerate(spec.callbacks)]
+    if spec.module:
+        named.append(("module", spec.module))
+    return [
+        SpecIssue(
+            loc=loc,
+            value=path,
+            msg="this service imports code only from "
+            + (", ".join(allowed) if allowed else "no module")
+            + " (TUNER_ALLOWED_MODULES; `tuner run --allow-module`)",
+        )
+        for loc, path in named
+        if not module_allowed(path, allowed)
+    ]
+
+
+def check_user_code(spec: ExperimentSpec) -> None:
+    """Imports the spec's callbacks and module (already checked against the allowed
+    modules) and checks what they are; raises SpecError naming the field."""
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from tuner.trials._envs import load_object
+
+    wanted = [(f"callbacks.{i}", p, RLlibCallback) for i, p in enumerate(spec.callbacks)]
+    if spec.module:
+        wanted.append(("module", spec.module, RLModule))
+    issues = []
+    for loc, path, base in wanted:
+        try:
+            obj = load_object(path)
+        except Exception as err:  # noqa: BLE001 - an import runs arbitrary module code
+            issues.append(SpecIssue(loc=loc, value=path, msg=f"cannot import it: {err!r}"))
+            continue
+        if not (isinstance(obj, type) and issubclass(obj, base)):
+            issues.append(
+                SpecIssue(loc=loc, value=path, msg=f"not a subclass of RLlib's {base.__name__}")
+            )
+    if issues:
+        raise SpecError(issues)
 
 
 def _strings(data: object) -> list[str]:
