@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from tuner import algorithms as registry
 from tuner.search_spaces import Domain
@@ -22,7 +30,6 @@ from tuner.search_spaces import Domain
 # Every algorithm and preset of the registry (tuner/algorithms/*.yaml).
 ALGORITHMS: tuple[str, ...] = registry.base_algorithms()
 PRESETS: tuple[str, ...] = registry.presets()
-AlgorithmName = Literal[registry.names()]  # type: ignore[valid-type]
 
 MAX_ASHA_RUNGS = 30
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -267,15 +274,27 @@ class ExperimentSpec(_Model):
         "Letters, digits, '_', '.', '-' (at most 64).",
         json_schema_extra={"pattern": NAME_RE.pattern},
     )
-    algorithm: AlgorithmName = Field(
+    algorithm: str = Field(
         ...,
-        description=f"RLlib algorithm ({' '.join(ALGORITHMS)}) or a named preset "
-        f"({' '.join(PRESETS)}); GET /api/v1/algorithms lists them.",
+        description=f"RLlib algorithm ({' '.join(ALGORITHMS)}), a named preset "
+        f"({' '.join(PRESETS)}; GET /api/v1/algorithms lists them), or your own training "
+        "loop 'package.module:name' (under the operator's allowed modules): a Tune "
+        "Trainable subclass, or a function or generator taking the config that reports "
+        "(tune.report) or yields a dict of metrics per iteration.",
+        json_schema_extra={
+            "anyOf": [
+                {"enum": list(registry.names())},
+                {"pattern": IMPORT_PATH_RE.pattern},
+            ]
+        },
     )
-    env: str = Field(
-        ...,
+    env: str | None = Field(
+        None,
+        validate_default=True,
         description="A registered gymnasium id, or "
-        "'package.module:ClassOrFactory' (called with env_config).",
+        "'package.module:ClassOrFactory' (called with env_config). Required for an RLlib "
+        "algorithm; optional for your own training loop, which then gets it in its config "
+        "as `env` (with `env_config`).",
         json_schema_extra={"pattern": ENV_PATTERN},
     )
     env_config: dict[str, Any] = Field(
@@ -352,9 +371,24 @@ class ExperimentSpec(_Model):
             )
         return v
 
+    @field_validator("algorithm")
+    @classmethod
+    def _known_algorithm(cls, v: str) -> str:
+        if v in registry.names() or IMPORT_PATH_RE.fullmatch(v):
+            return v
+        raise ValueError(
+            f"{v!r} is not an algorithm: use one of {', '.join(registry.names())}, or "
+            "your own training loop as 'package.module:name'"
+        )
+
     @field_validator("env")
     @classmethod
-    def _safe_env(cls, v: str) -> str:
+    def _safe_env(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            algorithm = info.data.get("algorithm")
+            if algorithm is not None and ":" not in algorithm:
+                raise ValueError(f"an RLlib algorithm ({algorithm}) needs an env")
+            return v
         if ":" in v:
             if not IMPORT_PATH_RE.fullmatch(v):
                 raise ValueError(f"{v!r} is not 'package.module:Name'")
@@ -395,11 +429,33 @@ class ExperimentSpec(_Model):
             raise ValueError("scheduler.type 'pbt' cannot be combined with search.method 'optuna'")
         if self.metric.startswith("evaluation/") and not self.evaluation.interval:
             raise ValueError(f"metric {self.metric!r} needs evaluation.interval")
+        if self.custom_algorithm:
+            rllib_only = [f for f in ("model", "callbacks", "module") if getattr(self, f)]
+            if self.evaluation.interval:
+                rllib_only.append("evaluation")
+            if rllib_only:
+                raise ValueError(
+                    f"{', '.join(rllib_only)}: RLlib settings, not for your own training loop "
+                    f"({self.algorithm}); put what it needs in `config`"
+                )
+            if "metric" not in self.model_fields_set:
+                raise ValueError(
+                    f"metric: name the key your training loop ({self.algorithm}) reports, "
+                    "e.g. metric: episode_return_mean"
+                )
         return self
 
     @property
+    def custom_algorithm(self) -> bool:
+        """Whether `algorithm` is the user's own training loop ('package.module:name')."""
+        return ":" in self.algorithm
+
+    @property
     def base_algorithm(self) -> str:
-        """The RLlib algorithm behind a preset (Rainbow_DQN -> DQN)."""
+        """The RLlib algorithm behind a preset (Rainbow_DQN -> DQN); a training loop's
+        import path as it is."""
+        if self.custom_algorithm:
+            return self.algorithm
         return registry.base_algorithm(self.algorithm)
 
     def to_yaml(self) -> str:

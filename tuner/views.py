@@ -192,7 +192,7 @@ class ExperimentView(_View):
             name=rec.name,
             status=rec.status,
             algorithm=spec.get("algorithm", ""),
-            env=spec.get("env", ""),
+            env=spec.get("env") or "",
             metric=spec.get("metric", ""),
             mode=spec.get("mode", "max"),
             spec=spec,

@@ -55,8 +55,14 @@ def test_mlflow_names_are_spelled_only_in_their_module():
 
 
 def test_the_spec_accepts_exactly_the_registry_names():
-    accepted = set(ExperimentSpec.model_fields["algorithm"].annotation.__args__)
-    assert accepted == set(registry.names())
+    schema = ExperimentSpec.model_json_schema()["properties"]["algorithm"]
+    names, import_path = schema["anyOf"]
+    assert set(names["enum"]) == set(registry.names())  # and an import path for your own
+    for name in registry.names():
+        assert ExperimentSpec(name="x", algorithm=name, env="CartPole-v1").algorithm == name
+    with pytest.raises(ValueError, match="is not an algorithm"):
+        ExperimentSpec(name="x", algorithm="PPO2", env="CartPole-v1")
+    assert "pattern" in import_path
     assert set(registry.base_algorithms()) == {"PPO", "APPO", "IMPALA", "DQN", "SAC"}
     for name in registry.presets():
         entry = registry.get(name)

@@ -94,8 +94,13 @@ def test_not_a_mapping():
 
 
 def test_missing_required_fields():
-    locs = {i.loc for i in issues({"name": "x"})}
-    assert {"algorithm", "env"} <= locs
+    assert {i.loc for i in issues({"name": "x"})} == {"algorithm"}
+    (missing,) = issues({"name": "x", "algorithm": "PPO"})
+    assert missing.loc == "env" and "PPO" in missing.msg  # an RLlib algorithm needs one
+    # your own training loop may go without an env, but must say what its metric is
+    (metric,) = issues({"name": "x", "algorithm": "mypkg.train:loop"})
+    assert "metric" in metric.msg
+    assert parse_spec({"name": "x", "algorithm": "mypkg.train:loop", "metric": "loss"}).env is None
 
 
 def test_unreadable_file(tmp_path):

@@ -19,6 +19,8 @@ def resolve_space(spec: Any) -> dict[str, Domain]:
     always wins)."""
     if spec.search.space is not None:
         return dict(spec.search.space)
+    if getattr(spec, "custom_algorithm", False):
+        return {}  # a training loop of your own has no default space: one trial per sample
     fixed_model = set(spec.model) | set(spec.config.get("model_config") or {})
     out = {}
     for key, dom in default_space(spec.algorithm).items():

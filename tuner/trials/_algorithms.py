@@ -139,15 +139,7 @@ class _SweepTrialMixin:
     """Seeds the trial from its index and checks every iteration for NaN losses."""
 
     def __init__(self, config: Any = None, env: Any = None, **kwargs: Any) -> None:
-        if isinstance(config, dict) and isinstance(config.get(CONFIRM_KEY), dict):
-            confirm = config[CONFIRM_KEY]
-            rest = {k: v for k, v in config.items() if k != CONFIRM_KEY}
-            config = apply_values(rest, confirm["values"])
-            config["seed"] = int(confirm["seed"])
-        elif isinstance(config, dict) and config.get(TRIAL_INFO) is not None:
-            config = dict(config)
-            index = trial_index(config[TRIAL_INFO].trial_id)
-            config["seed"] = trial_seed(int(config.get("seed") or 0), index)
+        config = seeded_config(config)
         if isinstance(config, dict) and CODE_KEY in config:
             config = with_user_code(config)
         super().__init__(config=config, env=env, **kwargs)
@@ -178,6 +170,21 @@ class _SweepTrialMixin:
             "seed": self.config.seed,
         }
         Path(checkpoint_dir, CHECKPOINT_META).write_text(json.dumps(meta, default=str))
+
+
+def seeded_config(config: Any) -> Any:
+    """A trial's config as it runs: a confirmation trial's values and seed laid in, a
+    search trial's seed set from the spec seed and its index (Tune's TRIAL_INFO)."""
+    if isinstance(config, dict) and isinstance(config.get(CONFIRM_KEY), dict):
+        confirm = config[CONFIRM_KEY]
+        rest = {k: v for k, v in config.items() if k != CONFIRM_KEY}
+        config = apply_values(rest, confirm["values"])
+        config["seed"] = int(confirm["seed"])
+    elif isinstance(config, dict) and config.get(TRIAL_INFO) is not None:
+        config = dict(config)
+        index = trial_index(config[TRIAL_INFO].trial_id)
+        config["seed"] = trial_seed(int(config.get("seed") or 0), index)
+    return config
 
 
 def with_user_code(config: dict[str, Any]) -> dict[str, Any]:
@@ -256,6 +263,8 @@ def presets() -> dict[str, dict[str, Any]]:
 
 def preset_warnings(algorithm: str) -> list[str]:
     """Warnings a preset carries (settings RLlib accepts but ignores)."""
+    if ":" in algorithm:
+        return []
     return list(registry.get(algorithm).warnings)
 
 
@@ -270,8 +279,13 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-def trainable_for(spec: ExperimentSpec) -> type[Algorithm]:
-    """The trainable class that runs the spec's trials."""
+def trainable_for(spec: ExperimentSpec) -> Any:
+    """The trainable that runs the spec's trials: an RLlib algorithm class, or the spec's
+    own training loop wrapped (tuner.trials._custom)."""
+    if spec.custom_algorithm:
+        from tuner.trials._custom import custom_trainable
+
+        return custom_trainable(spec.algorithm)
     return TRAINABLES[spec.base_algorithm]
 
 
@@ -288,6 +302,8 @@ def rllib_keys(base_algorithm: str) -> frozenset[str]:
 def fixed_settings(spec: ExperimentSpec) -> dict[str, Any]:
     """The algorithm's performance defaults, the preset's settings over them, and the
     spec's own `config` over both (the registry: tuner/algorithms)."""
+    if spec.custom_algorithm:
+        return copy.deepcopy(spec.config)
     entry = registry.get(spec.algorithm)
     return deep_merge(deep_merge(entry.performance_defaults, entry.preset_config), spec.config)
 

@@ -44,11 +44,38 @@ def _rllib_metric_names() -> frozenset[str]:
     )
 
 
+# What Tune adds to every result by itself (ray/tune/result.py's auto-filled keys).
+_TUNE_BOOKKEEPING = frozenset(
+    {
+        "timestamp",
+        "pid",
+        "hostname",
+        "node_ip",
+        "date",
+        "done",
+        "trial_id",
+        "time_since_restore",
+        "iterations_since_restore",
+        "timesteps_since_restore",
+        "checkpoint_dir_name",
+        "should_checkpoint",
+    }
+)
+
+
 def custom_metrics(result: dict[str, Any]) -> dict[str, float]:
-    """What user callbacks logged through RLlib's metrics logger: the numbers directly
-    under `env_runners/` (and `evaluation/env_runners/`) that are not RLlib's own."""
-    own = _rllib_metric_names()
+    """What user code reported: for an RLlib result, what callbacks logged through
+    RLlib's metrics logger (the numbers directly under `env_runners/` and
+    `evaluation/env_runners/` that are not RLlib's own); for a training loop of your own
+    (no `env_runners`), every number it reported (nested dicts as `a/b`)."""
     out: dict[str, float] = {}
+    if "env_runners" not in result:
+        for key, value in flatten(result).items():
+            num = number(value)
+            if num is not None and key.split("/")[0] not in _TUNE_BOOKKEEPING | {"config"}:
+                out[key] = num
+        return out
+    own = _rllib_metric_names()
     for prefix, stats in (
         ("env_runners/", result.get("env_runners")),
         ("evaluation/env_runners/", (result.get("evaluation") or {}).get("env_runners")),

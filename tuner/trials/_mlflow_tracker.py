@@ -59,7 +59,7 @@ def tracking_tags(spec: ExperimentSpec) -> dict[str, str]:
 
     return {
         names.TAG_ALGORITHM: spec.algorithm,
-        names.TAG_ENV: spec.env,
+        names.TAG_ENV: spec.env or "",
         names.TAG_SEARCH_METHOD: spec.search.method,
         names.TAG_SCHEDULER: spec.scheduler.type,
         names.TAG_METRIC: spec.metric,
@@ -180,7 +180,7 @@ class MLflowTracker(Callback):
         spec = self.spec
         params = {
             "algorithm": spec.algorithm,
-            "env": spec.env,
+            "env": spec.env or "",
             "search.method": spec.search.method,
             "search.num_samples": spec.search.num_samples,
             "scheduler": spec.scheduler.type,
@@ -239,7 +239,7 @@ class MLflowTracker(Callback):
         run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
         params: dict[str, Any] = {
             "algorithm": spec.algorithm,
-            "env": spec.env,
+            "env": spec.env or "",
             "seed": seed_of(trial.config, trial.trial_id, spec.seed),
         }
         if spec.callbacks:

@@ -13,7 +13,13 @@ def _fmt(res: dict[str, float]) -> str:
 
 
 def trial_resources(spec: ExperimentSpec) -> tuple[dict[str, float], list[dict[str, float]]]:
-    """(total, bundles) of one trial's placement group, as RLlib requests it."""
+    """(total, bundles) of one trial's placement group, as RLlib requests it (the
+    spec's own training loop: one bundle of its resources)."""
+    if spec.custom_algorithm:
+        from tuner.trials._custom import custom_resources
+
+        res = custom_resources(spec)
+        return dict(res), [dict(res)]
     pgf = trainable_for(spec).default_resource_request(build_config(spec))
     total = {k: float(v) for k, v in pgf.required_resources.items() if v}
     bundles = [{k: float(v) for k, v in b.items() if v} for b in pgf.bundles]

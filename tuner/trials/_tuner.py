@@ -22,6 +22,7 @@ from tuner.trials._algorithms import (
     trainable_for,
     user_code,
 )
+from tuner.trials._custom import custom_params, custom_resources, is_function
 from tuner.trials._envs import register_env
 from tuner.trials._schedulers import build_scheduler
 from tuner.trials._stoppers import SweepStopper, lookup
@@ -35,7 +36,10 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
     """A trial's config dict before sampling: the built RLlib config, and the spec's code
-    by import path for the trial to import (CODE_KEY)."""
+    by import path for the trial to import (CODE_KEY); for the spec's own training loop,
+    its `config`, seed and env."""
+    if spec.custom_algorithm:
+        return custom_params(spec)
     params = build_config(spec, env_name=register_env(spec.env)).to_dict()
     code = user_code(spec)
     if code:
@@ -90,6 +94,8 @@ def build_tuner(
     no sweep-wide stop), each ending with a checkpoint."""
     ckpt = spec.checkpoint
     confirming = confirm_runs is not None
+    # a function trainable saves its own checkpoints (tune.report(checkpoint=...))
+    own_checkpoints = spec.custom_algorithm and is_function(spec.algorithm)
     stopper = SweepStopper(spec.stop.trial_criteria()) if confirming else build_stopper(spec)
     run_config = RunConfig(
         name=name,
@@ -100,8 +106,8 @@ def build_tuner(
             num_to_keep=ckpt.num_to_keep,
             checkpoint_score_attribute=ckpt.score_attribute or spec.metric,
             checkpoint_score_order=spec.mode,
-            checkpoint_frequency=ckpt.frequency,
-            checkpoint_at_end=ckpt.at_end or confirming,
+            checkpoint_frequency=0 if own_checkpoints else ckpt.frequency,
+            checkpoint_at_end=False if own_checkpoints else ckpt.at_end or confirming,
         ),
         failure_config=FailureConfig(max_failures=0, fail_fast=False),
         verbose=0,
@@ -130,11 +136,21 @@ def build_tuner(
         )
         params = param_space(spec, space)
     return tune.Tuner(
-        trainable_for(spec),
+        _with_resources(spec),
         param_space=params,
         tune_config=tune_config,
         run_config=run_config,
     )
+
+
+def _with_resources(spec: ExperimentSpec) -> Any:
+    """The trainable; the spec's own training loop with its resources (an RLlib
+    algorithm requests its placement group itself)."""
+    trainable = trainable_for(spec)
+    if not spec.custom_algorithm:
+        return trainable
+    res = custom_resources(spec)
+    return tune.with_resources(trainable, {"cpu": res["CPU"], "gpu": res.get("GPU", 0)})
 
 
 def restore_tuner(
@@ -151,7 +167,7 @@ def restore_tuner(
     """
     tuner = tune.Tuner.restore(
         path,
-        trainable=trainable_for(spec),
+        trainable=_with_resources(spec),
         param_space=param_space(spec, space)
         if confirm_runs is None
         else confirm_param_space(spec, confirm_runs),

@@ -74,7 +74,7 @@ def validate_spec(
     space = resolve_space(spec) if space is None else space
     allowed = list(allowed_modules) if allowed_modules is not None else None
     refs: list[SpecIssue] = []
-    if allowed is not None and ":" in spec.env and not module_allowed(spec.env, allowed):
+    if allowed is not None and ":" in (spec.env or "") and not module_allowed(spec.env, allowed):
         refs.append(
             SpecIssue(
                 loc="env",
@@ -88,6 +88,8 @@ def validate_spec(
     code_allowed = allowed or []
     if allowed is not None:
         refs += _spec_code_refs(spec, allowed)
+    if spec.custom_algorithm:
+        return _validate_custom(spec, refs, space, build_env, import_user_code, max_trials)
     refs += check_code_refs(spec.config, loc="config", allowed_modules=code_allowed)
     refs += check_code_refs(spec.model, loc="model", allowed_modules=code_allowed)
     refs += check_space_code_refs(space, allowed_modules=code_allowed)
@@ -100,15 +102,8 @@ def validate_spec(
                     msg=f"the spec owns it: set it as `{_OWNED_BY_SPEC[key]}`, not searched",
                 )
             )
-    if max_trials is not None and grid_trials(spec, space) > max_trials:
-        refs.append(
-            SpecIssue(
-                loc="search",
-                value=grid_trials(spec, space),
-                msg=f"makes {grid_trials(spec, space)} trials (grid size x num_samples); "
-                f"this service runs at most {max_trials} per sweep (TUNER_MAX_TRIALS)",
-            )
-        )
+    if max_trials is not None:
+        refs += _too_many_trials(spec, space, max_trials)
     if refs:
         raise SpecError(refs)
     user_code = any(
@@ -189,9 +184,74 @@ def validate_spec(
     return warnings
 
 
+def _too_many_trials(spec: ExperimentSpec, space: dict[str, Domain], most: int) -> list[SpecIssue]:
+    n = grid_trials(spec, space)
+    if n <= most:
+        return []
+    return [
+        SpecIssue(
+            loc="search",
+            value=n,
+            msg=f"makes {n} trials (grid size x num_samples); this service runs at most "
+            f"{most} per sweep (TUNER_MAX_TRIALS)",
+        )
+    ]
+
+
+def _validate_custom(
+    spec: ExperimentSpec,
+    refs: list[SpecIssue],
+    space: dict[str, Domain],
+    build_env: bool,
+    import_user_code: bool,
+    max_trials: int | None,
+) -> list[str]:
+    """validate_spec for the spec's own training loop: its `config` is its own data (RLlib
+    never sees it); the loop must be a Trainable subclass, a function or a generator."""
+    from tuner.trials._custom import KINDS, is_function, kind_of
+
+    for key, dom in space.items():
+        if key.startswith(MODEL_PREFIX):
+            refs.append(
+                SpecIssue(
+                    loc=f"search.space.{key}",
+                    value=str(dom),
+                    msg="`model.` keys are RLlib's; your training loop gets plain config keys",
+                )
+            )
+    if max_trials is not None:
+        refs += _too_many_trials(spec, space, max_trials)
+    if refs:
+        raise SpecError(refs)
+    warnings: list[str] = []
+    if not import_user_code:
+        return warnings
+    from tuner.trials._envs import load_object
+
+    try:
+        obj = load_object(spec.algorithm)
+    except Exception as err:  # noqa: BLE001 - an import runs arbitrary module code
+        raise SpecError.one("algorithm", f"cannot import it: {err!r}", spec.algorithm) from None
+    if kind_of(obj) is None:
+        raise SpecError.one(
+            "algorithm", f"not a training loop: use a {', a '.join(KINDS)}", spec.algorithm
+        )
+    if is_function(spec.algorithm) and (spec.checkpoint.frequency or spec.checkpoint.at_end):
+        warnings.append(
+            "checkpoint.frequency / at_end: a function saves its own checkpoints "
+            "(tune.report(metrics, checkpoint=...)); the spec's settings apply to a "
+            "Trainable subclass"
+        )
+    if build_env and spec.env is not None:
+        check_env(spec.env, spec.env_config)
+    return warnings
+
+
 def _spec_code_refs(spec: ExperimentSpec, allowed: list[str]) -> list[SpecIssue]:
     """The spec's own code fields (callbacks, module) outside the allowed modules."""
     named = [(f"callbacks.{i}", path) for i, path in enumerate(spec.callbacks)]
+    if spec.custom_algorithm:
+        named.insert(0, ("algorithm", spec.algorithm))
     if spec.module:
         named.append(("module", spec.module))
     return [

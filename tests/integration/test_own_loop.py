@@ -1,0 +1,97 @@
+"""`algorithm: "package.module:name"`: a training loop of your own (a generator, a Tune
+function, a Trainable subclass) swept, scheduled, stopped and tracked as RLlib trials are."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tuner.spec import SpecError, parse_spec
+from tuner.trials import TrackingConfig, run_sweep, validate_spec
+
+pytestmark = pytest.mark.integration
+
+LOOPS = "tuner_examples.trainables"
+
+
+def own_loop(algorithm: str, **patch):
+    data = {
+        "name": "own-loop",
+        "algorithm": f"{LOOPS}:{algorithm}",
+        "config": {"episodes_per_iteration": 2},
+        "metric": "episode_return_mean",
+        "search": {"method": "grid", "space": {"lr": {"grid": [0.001, 0.01]}}},
+        "stop": {"training_iteration": 3},
+        "checkpoint": {"at_end": False},
+    }
+    data.update(patch)
+    return parse_spec(data)
+
+
+def test_a_generator_is_swept_scheduled_and_tracked(ray_local, tmp_path):
+    spec = own_loop(
+        "reinforce",
+        env="CartPole-v1",
+        env_config={"max_episode_steps": 50},
+        scheduler={"type": "asha", "grace_period": 1, "max_t": 3},
+        stop={"training_iteration": 3, "metrics": {"episodes_total": 4}},
+        seed=5,
+    )
+    assert validate_spec(spec, allowed_modules=["tuner_examples"]) == []
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking = TrackingConfig(tracking_uri=uri, artifact_location=(tmp_path / "a").as_uri())
+    summary = run_sweep(spec, storage_path=tmp_path / "tune", progress=False, tracking=tracking)
+    assert summary.status == "SUCCEEDED", summary
+    assert sorted(t.config["lr"] for t in summary.trials) == [0.001, 0.01]
+    assert sorted(t.seed for t in summary.trials) == [5, 6]
+    # 2 episodes an iteration: stop.metrics (episodes_total >= 4) ends each at iteration 2
+    assert [t.iterations for t in summary.trials] == [2, 2]
+    for trial in summary.trials:
+        assert trial.metric is not None and 1 <= trial.metric <= 50  # max_episode_steps
+    assert summary.best.metric_value == max(t.score for t in summary.trials)
+    client = MlflowClient(tracking_uri=uri)
+    children = [
+        r
+        for r in client.search_runs([summary.mlflow.experiment_id])
+        if "mlflow.parentRunId" in r.data.tags
+    ]
+    assert len(children) == 2
+    for child in children:
+        assert math.isfinite(child.data.metrics["loss"])  # what the loop yields, all of it
+        assert child.data.metrics["episodes_total"] == 4
+        assert child.data.params["algorithm"] == f"{LOOPS}:reinforce"
+        assert float(child.data.params["lr"]) in (0.001, 0.01)
+
+
+def test_a_reporting_function_and_a_trainable_with_checkpoints(ray_local, tmp_path):
+    summary = run_sweep(own_loop("reinforce_reporting"), storage_path=tmp_path, progress=False)
+    assert summary.status == "SUCCEEDED"
+    assert all(t.iterations == 3 and t.metric is not None for t in summary.trials)
+
+    spec = own_loop(
+        "ReinforceTrainable",
+        checkpoint={"frequency": 1, "at_end": True, "num_to_keep": 1},
+        search={"method": "grid", "space": {"lr": {"grid": [0.01]}}},
+    )
+    summary = run_sweep(spec, storage_path=tmp_path / "class", progress=False)
+    assert summary.status == "SUCCEEDED"
+    (trial,) = summary.trials
+    assert trial.iterations == 3 and trial.checkpoint
+    assert summary.best.checkpoint == trial.checkpoint
+    from pathlib import Path
+
+    assert (Path(trial.checkpoint) / "weights.npy").is_file()
+
+
+def test_an_own_loop_is_checked_before_it_runs():
+    with pytest.raises(SpecError) as err:
+        validate_spec(own_loop("reinforce"), allowed_modules=["mypkg"])
+    assert [(i.loc, i.value) for i in err.value.issues] == [("algorithm", f"{LOOPS}:reinforce")]
+    with pytest.raises(SpecError) as err:
+        validate_spec(own_loop("Reinforce"), allowed_modules=["tuner_examples"])
+    assert err.value.issues[0].loc == "algorithm" and "training loop" in err.value.issues[0].msg
+    with pytest.raises(SpecError) as err:  # RLlib settings do not apply
+        own_loop("reinforce", model={"fcnet_hiddens": [8]})
+    assert "model" in str(err.value)
