@@ -166,9 +166,7 @@ def test_probe_module_really_marks_an_import(tmp_path, monkeypatch):
 def test_code_fields_outside_the_allowed_modules_get_422_naming_the_field():
     own = {"name": "x", "algorithm": "os:system", "metric": "loss"}
     assert locs(post(own)) == ["algorithm"]
-    assert locs(post({**own, "algorithm": "tuner_examples.trainables:reinforce"})) == [
-        "algorithm"
-    ]
+    assert locs(post({**own, "algorithm": "tuner_examples.trainables:reinforce"})) == ["algorithm"]
     allowed = post(
         {**own, "algorithm": "tuner_examples.trainables:reinforce"}, allowed=["tuner_examples"]
     )
