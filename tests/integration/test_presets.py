@@ -51,3 +51,37 @@ def test_builds_and_trains_one_iteration(ray_local, algorithm):
     learner = result.get("learners", {}).get("default_policy", {})
     losses = [v for k, v in learner.items() if "loss" in k]
     assert losses and all(math.isfinite(v) for v in losses), learner.keys()
+
+
+@pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
+def test_performance_defaults_train_as_many_samples_per_step_as_rllib(ray_local, algorithm):
+    """RLlib's own counters: with the performance default's 32-step sample rounds the
+    trial trains train_batch_size samples per env step, as RLlib's defaults (one step, one
+    update) do; tests/unit/test_update_ratio.py checks every preset by RLlib's formula."""
+    from tuner.trials._algorithms import trainable_for
+    from tuner.trials._tuner import trial_params
+
+    batch = 16
+    spec = parse_spec(
+        {
+            "name": f"ratio-{algorithm}",
+            "algorithm": algorithm,
+            "env": "Pendulum-v1" if algorithm == "SAC" else "CartPole-v1",
+            "config": {
+                "train_batch_size_per_learner": batch,
+                "num_steps_sampled_before_learning_starts": 0,
+                "min_sample_timesteps_per_iteration": 64,
+            },
+            "model": {"fcnet_hiddens": [16]},
+        }
+    )
+    algo = trainable_for(spec)(config={**trial_params(spec), "seed": 0})
+    try:
+        assert algo.config.rollout_fragment_length == 32
+        result = algo.train()
+    finally:
+        algo.stop()
+    sampled = result["num_env_steps_sampled_lifetime"]
+    trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
+    assert sampled >= 64 and sampled % 32 == 0
+    assert trained / sampled == batch

@@ -38,6 +38,10 @@ CONFIRM_KEY = "_tuner_confirm"
 # The spec's own code (callbacks, module) by import path: the trial imports it, so the
 # driver's config stays plain data and the API process never imports user code.
 CODE_KEY = "_tuner_code"
+# Set when a performance default's rollout_fragment_length is in force and nothing in the
+# spec sets the update ratio: the trial then holds RLlib's default ratio (hold_update_ratio).
+HOLD_RATIO_KEY = "_tuner_hold_update_ratio"
+_RATIO_KEYS = ("rollout_fragment_length", "training_intensity")
 
 
 def config_path(key: str, config: dict[str, Any]) -> tuple[str, ...]:
@@ -140,6 +144,8 @@ class _SweepTrialMixin:
 
     def __init__(self, config: Any = None, env: Any = None, **kwargs: Any) -> None:
         config = seeded_config(config)
+        if isinstance(config, dict) and HOLD_RATIO_KEY in config:
+            config = hold_update_ratio(config, type(self).__name__.removeprefix("Tuner"))
         if isinstance(config, dict) and CODE_KEY in config:
             config = with_user_code(config)
         super().__init__(config=config, env=env, **kwargs)
@@ -185,6 +191,57 @@ def seeded_config(config: Any) -> Any:
         index = trial_index(config[TRIAL_INFO].trial_id)
         config["seed"] = trial_seed(int(config.get("seed") or 0), index)
     return config
+
+
+def holds_update_ratio(spec: ExperimentSpec) -> bool:
+    """Whether the spec's trials run with a performance default's rollout_fragment_length
+    that nothing in the spec (preset, `config`, search space) overrides or pairs with its
+    own training_intensity: then each trial holds RLlib's default update ratio."""
+    if spec.custom_algorithm:
+        return False
+    entry = registry.get(spec.algorithm)
+    if "rollout_fragment_length" not in entry.performance_defaults:
+        return False
+    chosen = set(entry.preset_config) | set(spec.config) | set(spec.search.space or {})
+    return not chosen & set(_RATIO_KEYS)
+
+
+def _auto_fragment(n_step: Any) -> int:
+    # RLlib's DQN/SAC `rollout_fragment_length: auto` is the (largest) n-step
+    return int(n_step[1] if isinstance(n_step, list | tuple) else n_step or 1)
+
+
+def hold_update_ratio(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
+    """A DQN/SAC trial config with `rollout_fragment_length` from the performance defaults
+    and the training_intensity that keeps RLlib's default update ratio (samples trained
+    per env step): what `rollout_fragment_length: auto` and no training_intensity give,
+    total_train_batch_size / (n_step x envs x (env runners + 1)) in RLlib's own formula
+    (dqn.py calculate_rr_weights). The fragment is rounded to a multiple of the auto one,
+    so the updates per sample round come out whole and the ratio exact. Only the order
+    changes: R env steps, then R/n_step updates, instead of alternating them one by one."""
+    out = {k: v for k, v in config.items() if k != HOLD_RATIO_KEY}
+    if not config.get(HOLD_RATIO_KEY) or out.get("training_intensity"):
+        return out
+    cfg = TRAINABLES[registry.base_algorithm(algorithm)].get_default_config()
+    cfg.update_from_dict({k: v for k, v in out.items() if not k.startswith("_tuner")})
+    auto = _auto_fragment(cfg.n_step)
+    fragment = out.get("rollout_fragment_length")
+    if not isinstance(fragment, int):
+        return out
+    out["rollout_fragment_length"] = auto * max(1, round(fragment / auto))
+    envs = cfg.num_envs_per_env_runner * max(cfg.num_env_runners + 1, 1)
+    out["training_intensity"] = cfg.total_train_batch_size / (auto * envs)
+    return out
+
+
+def update_ratio(config: AlgorithmConfig) -> float:
+    """Samples trained per env step sampled that a DQN/SAC config gives (RLlib's round
+    robin of sampling and training, dqn.py calculate_rr_weights)."""
+    from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
+
+    store, train = calculate_rr_weights(config)
+    sampled = store * config.get_rollout_fragment_length() * config.num_envs_per_env_runner
+    return train * config.total_train_batch_size / (sampled * max(config.num_env_runners, 1))
 
 
 def with_user_code(config: dict[str, Any]) -> dict[str, Any]:

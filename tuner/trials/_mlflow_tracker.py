@@ -26,6 +26,7 @@ from tuner.trials._algorithms import (
     CONFIRM_KEY,
     apply_values,
     fixed_settings,
+    hold_update_ratio,
     sampled_values,
     seed_of,
     stage_of,
@@ -256,6 +257,7 @@ class MLflowTracker(Callback):
         if isinstance(confirm, dict):  # what the confirmation trial really ran with
             config = apply_values(config, confirm["values"])
             config["seed"] = confirm["seed"]
+        config = hold_update_ratio(config, spec.algorithm)  # as the trial sets it
         self.client.log_text(
             run.info.run_id,
             json.dumps(config, indent=1, default=str),

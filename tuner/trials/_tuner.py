@@ -16,8 +16,10 @@ from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import (
     CODE_KEY,
     CONFIRM_KEY,
+    HOLD_RATIO_KEY,
     apply_values,
     build_config,
+    holds_update_ratio,
     sampled_values,
     trainable_for,
     user_code,
@@ -44,6 +46,8 @@ def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
     code = user_code(spec)
     if code:
         params[CODE_KEY] = code
+    if holds_update_ratio(spec):
+        params[HOLD_RATIO_KEY] = True
     return params
 
 

@@ -1,0 +1,110 @@
+"""The measured effect of each performance default (tuner/algorithms/algorithms.yaml):
+one trial with the default vs. RLlib's own setting, same env steps, same update ratio
+(checked from RLlib's counters), interleaved in one run.
+
+    .venv/bin/python bench/performance_defaults.py [--quick]
+
+Prints env steps/s of each and their ratio (ours / RLlib's): DQN on CartPole-v1 and SAC
+on Pendulum-v1 with `rollout_fragment_length: 32` against RLlib's `auto` (1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import ratio_line, table  # noqa: E402
+
+CASES = {
+    "DQN": {
+        "env": "CartPole-v1",
+        "config": {"train_batch_size_per_learner": 32, "num_steps_sampled_before_learning_starts": 0},
+    },
+    "SAC": {
+        "env": "Pendulum-v1",
+        "config": {
+            "train_batch_size_per_learner": 256,
+            "num_steps_sampled_before_learning_starts": 0,
+        },
+    },
+}
+
+
+def one_trial(algorithm: str, steps: int, rllib_own: bool) -> dict[str, Any]:
+    """Trains one trial for `steps` env steps; its throughput and trained/sampled ratio."""
+    from tuner.spec import parse_spec
+    from tuner.trials._algorithms import trainable_for
+    from tuner.trials._tuner import trial_params
+
+    case = CASES[algorithm]
+    config = {**case["config"], "min_sample_timesteps_per_iteration": steps}
+    if rllib_own:
+        config["rollout_fragment_length"] = "auto"
+    spec = parse_spec(
+        {
+            "name": "perf",
+            "algorithm": algorithm,
+            "env": case["env"],
+            "config": config,
+            "model": {"fcnet_hiddens": [64, 64]},
+        }
+    )
+    algo = trainable_for(spec)(config={**trial_params(spec), "seed": 0})
+    try:
+        algo.train()  # warm-up iteration (module build, first compile of the update)
+        t0 = time.perf_counter()
+        result = algo.train()
+        elapsed = time.perf_counter() - t0
+    finally:
+        algo.stop()
+    sampled = result["env_runners"]["num_env_steps_sampled"]
+    trained = result["learners"]["__all_modules__"]["num_env_steps_trained"]
+    return {"steps_per_s": sampled / elapsed, "ratio": trained / sampled}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps, 1 repeat")
+    args = parser.parse_args()
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    steps = {"DQN": 256, "SAC": 128} if args.quick else {"DQN": 1024, "SAC": 512}
+    repeats = 1 if args.quick else 3
+    rows, lines = [], []
+    for algorithm in CASES:
+        ours, theirs = [], []
+        for _ in range(repeats):  # interleaved, so load drifts hit both alike
+            ours.append(one_trial(algorithm, steps[algorithm], rllib_own=False))
+            theirs.append(one_trial(algorithm, steps[algorithm], rllib_own=True))
+        o = sum(r["steps_per_s"] for r in ours) / repeats
+        t = sum(r["steps_per_s"] for r in theirs) / repeats
+        rows.append(
+            [algorithm, f"{o:.1f}", f"{t:.1f}", f"{o / t:.2f}", ours[0]["ratio"], theirs[0]["ratio"]]
+        )
+        lines.append(ratio_line(f"performance_default_{algorithm}_speedup", o / t, ">= 1"))
+    print(
+        table(
+            [
+                "algorithm",
+                "default env steps/s",
+                "RLlib auto env steps/s",
+                "speed-up",
+                "trained/sampled (ours)",
+                "trained/sampled (RLlib)",
+            ],
+            rows,
+        )
+    )
+    for line in lines:
+        print(line)
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

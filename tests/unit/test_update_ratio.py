@@ -1,0 +1,83 @@
+"""Performance defaults change how fast a trial runs, never what it learns per sample:
+for every algorithm and preset, the train batch size and the update ratio (samples
+trained per env step sampled, in RLlib's own round-robin formula) are those RLlib's own
+defaults give."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tuner import algorithms as registry
+from tuner.spec import ALGORITHMS, PRESETS, parse_spec
+from tuner.trials._algorithms import (
+    HOLD_RATIO_KEY,
+    TRAINABLES,
+    build_config,
+    hold_update_ratio,
+    holds_update_ratio,
+    update_ratio,
+)
+from tuner.trials._tuner import trial_params
+
+OFF_POLICY = [a for a in ALGORITHMS + PRESETS if registry.base_algorithm(a) in ("DQN", "SAC")]
+
+
+def spec_of(algorithm: str, **patch):
+    env = "Pendulum-v1" if registry.base_algorithm(algorithm) == "SAC" else "CartPole-v1"
+    return parse_spec({"name": "ratio", "algorithm": algorithm, "env": env, **patch})
+
+
+def as_run(spec, overrides: dict) -> tuple:
+    """(update ratio, train batch) of a trial: the param dict as Tune hands it to the
+    trial (sampled values in), then the trial's own hold_update_ratio, then RLlib."""
+    params = {**trial_params(spec), **overrides}
+    params = hold_update_ratio(params, spec.algorithm)
+    params = {k: v for k, v in params.items() if not k.startswith("_tuner")}
+    cfg = TRAINABLES[spec.base_algorithm].get_default_config().update_from_dict(params)
+    return update_ratio(cfg), cfg.total_train_batch_size, cfg.get_rollout_fragment_length()
+
+
+def rllib_default(spec, overrides: dict) -> tuple:
+    """The same with RLlib's own rollout_fragment_length ("auto") and no intensity."""
+    cfg = build_config(spec)
+    cfg.update_from_dict(overrides)
+    cfg.env_runners(rollout_fragment_length="auto")
+    return update_ratio(cfg), cfg.total_train_batch_size
+
+
+@pytest.mark.parametrize("algorithm", OFF_POLICY)
+def test_every_off_policy_preset_keeps_rllibs_update_ratio_and_batch(algorithm):
+    assert registry.get(algorithm).performance_defaults["rollout_fragment_length"] > 1
+    for batch, runners, envs in itertools.product([32, 256], [0, 1], [1, 4]):
+        spec = spec_of(
+            algorithm,
+            resources={"num_env_runners": runners, "num_envs_per_env_runner": envs},
+        )
+        assert holds_update_ratio(spec)
+        sampled = {"_train_batch_size_per_learner": batch}  # as the default space samples it
+        ratio, train_batch, fragment = as_run(spec, sampled)
+        want_ratio, want_batch = rllib_default(spec, {"train_batch_size_per_learner": batch})
+        assert train_batch == want_batch == batch
+        assert ratio == pytest.approx(want_ratio, rel=1e-9), (batch, runners, envs)
+        assert fragment >= 32  # what makes it fast: 32+ env steps per sample round
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"config": {"training_intensity": 4}},
+        {"config": {"rollout_fragment_length": 4}},
+        {"search": {"space": {"rollout_fragment_length": {"choice": [1, 4]}}}},
+    ],
+)
+def test_a_spec_that_sets_the_ratio_itself_gets_exactly_what_it_set(patch):
+    spec = spec_of("DQN", **patch)
+    assert not holds_update_ratio(spec)
+    assert HOLD_RATIO_KEY not in trial_params(spec)
+
+
+def test_on_policy_algorithms_have_no_ratio_to_hold():
+    for algorithm in ("PPO", "APPO", "IMPALA"):
+        assert not holds_update_ratio(spec_of(algorithm))
