@@ -181,6 +181,7 @@ class MLflowTracker(Callback):
         params = {
             "algorithm": spec.algorithm,
             "env": spec.env,
+            **({"wrappers": spec.wrappers} if spec.wrappers else {}),
             "search.method": spec.search.method,
             "search.num_samples": spec.search.num_samples,
             "scheduler": spec.scheduler.type,
@@ -240,6 +241,7 @@ class MLflowTracker(Callback):
         params: dict[str, Any] = {
             "algorithm": spec.algorithm,
             "env": spec.env,
+            **({"wrappers": spec.wrappers} if spec.wrappers else {}),
             "seed": seed_of(trial.config, trial.trial_id, spec.seed),
         }
         params.update(

@@ -33,7 +33,7 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any]:
     """The trial config as a dict with the search domains laid over it."""
-    params = build_config(spec, env_name=register_env(spec.env)).to_dict()
+    params = build_config(spec, env_name=register_env(spec.env, spec.wrappers)).to_dict()
     return apply_values(params, {key: dom.to_tune() for key, dom in space.items()})
 
 
@@ -58,7 +58,7 @@ def build_stopper(spec: ExperimentSpec) -> SweepStopper:
 def confirm_param_space(spec: ExperimentSpec, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The param space of the confirmation stage: the fixed config, and one grid entry
     per (config, seed) to re-run ({"of": trial id, "values": {...}, "seed": n})."""
-    params = build_config(spec, env_name=register_env(spec.env)).to_dict()
+    params = build_config(spec, env_name=register_env(spec.env, spec.wrappers)).to_dict()
     params[CONFIRM_KEY] = tune.grid_search(runs)
     return params
 

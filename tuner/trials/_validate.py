@@ -179,7 +179,7 @@ def validate_spec(
                 [SpecIssue(loc="config", value=spec.config, msg=f"RLlib rejects the config: {err}")]
             ) from None
     if build_env and (import_user_code or ":" not in spec.env):
-        check_env(spec.env, spec.env_config)
+        check_env(spec.env, spec.env_config, spec.wrappers)
     return warnings
 
 
