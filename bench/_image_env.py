@@ -1,11 +1,12 @@
 """A synthetic Atari-sized image env for the GPU benchmark: 84x84x4 uint8 frames.
 
-Stands in for Atari (until the Atari issue adds the real env) where only the shapes
-matter: the observation is a stack of four 84x84 grey frames (0-255, mostly dark
-background with a bright "ball" square, as after RLlib's Atari preprocessing) and
-there are 4 discrete actions. The reward is 1 when the action names the quadrant the
-ball is in, so the task is learnable, but the point is throughput: frames come from a
-small bank built once, so a step costs next to nothing and the CNN dominates.
+Atari's shapes without Atari's cost (the real env is gpu_packing.py's `atari` case,
+ALE/Breakout-v5 under `wrappers: atari`): the observation is a stack of four 84x84
+grey frames (0-255, mostly dark background with a bright "ball" square, as after
+RLlib's Atari preprocessing) and there are 4 discrete actions. The reward is 1 when
+the action names the quadrant the ball is in, so the task is learnable, but the point
+is throughput: frames come from a small bank built once, so a step costs next to
+nothing and the CNN dominates.
 
 RLlib 2.60's CNN encoder does not cast its input (a uint8 batch fails in conv2d:
 "Input type (unsigned char) and bias type (float) should be the same"); RLlib's own

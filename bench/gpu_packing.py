@@ -1,9 +1,11 @@
 """GPUs where they pay: trials packed on one GPU vs one per GPU vs CPU learners.
 
-For each case (PPO on Atari-sized 84x84x4 uint8 frames with the Atari CNN, from the
-synthetic bench/_image_env.py; PPO on CartPole-v1 with an MLP) the same sweep of four
-trials (each samples in its own process: `num_env_runners: 0`) runs four times, side by
-side in this process, changing only `resources.num_gpus_per_learner`:
+For each case (PPO on real Atari: ALE/Breakout-v5 under `wrappers: atari`, RLlib's Atari
+preprocessing, with the Atari CNN; PPO on the same 84x84x4 frames from the synthetic
+bench/_image_env.py, where stepping the env costs next to nothing, so the learner's share
+shows; PPO on CartPole-v1 with an MLP) the same sweep of four trials (each samples in its
+own process: `num_env_runners: 0`) runs four times, side by side in this process,
+changing only `resources.num_gpus_per_learner`:
 
 - 1.0:  one trial per GPU (on a one-GPU machine the four trials run one after another),
 - 0.5:  two trials packed per GPU,
@@ -16,10 +18,11 @@ really ran at once (from their result.json timestamps), each trial's device, and
 mean seconds per iteration spent sampling and in the learner update (RLlib's
 `timers/env_runner_sampling_timer` and `timers/learner_update_timer`).
 
-Runs only where CUDA is available; prints why it skips otherwise (exit 0). The
-defaults take about 7 minutes on one H100 with 16 CPUs (2026-11-23).
+Runs only where CUDA is available; prints why it skips otherwise (exit 0). The cnn and
+cartpole cases took about 7 minutes on one H100 with 16 CPUs (2026-11-23); the atari
+case is not measured yet.
 
-    python bench/gpu_packing.py [--cases cnn cartpole] [--iterations N]
+    python bench/gpu_packing.py [--cases atari cnn cartpole] [--iterations N]
 """
 
 from __future__ import annotations
@@ -52,6 +55,15 @@ LAYOUTS = [  # (label, num_gpus_per_learner)
 ]
 ATARI_CONV = [[32, [8, 8], 4], [64, [4, 4], 2], [64, [3, 3], 1]]
 CASES: dict[str, dict[str, Any]] = {  # run in this order
+    "atari": {
+        "title": "PPO ALE/Breakout-v5, wrappers atari (84x84x4), Atari CNN, 4 envs",
+        "env": "ALE/Breakout-v5",
+        "wrappers": "atari",  # the CNN defaults to ATARI_CONV with these wrappers
+        "config": {"train_batch_size_per_learner": 1024, "minibatch_size": 256, "num_epochs": 4},
+        "model": {},
+        "envs": 4,
+        "iterations": 2,
+    },
     "cnn": {
         "title": "PPO 84x84x4 frames (bench._image_env:atari_like), Atari CNN, 4 envs",
         "env": "bench._image_env:atari_like",
@@ -77,6 +89,7 @@ def spec(case: dict[str, Any], fraction: float, iterations: int):
             "name": f"gpu-{fraction}",
             "algorithm": "PPO",
             "env": case["env"],
+            "wrappers": case.get("wrappers"),
             "config": case["config"],
             "model": case["model"],
             "search": {"method": "grid", "num_samples": TRIALS, "space": {"lr": {"grid": [3e-4]}}},

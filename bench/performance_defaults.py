@@ -23,7 +23,10 @@ from bench._common import ratio_line, table  # noqa: E402
 CASES = {
     "DQN": {
         "env": "CartPole-v1",
-        "config": {"train_batch_size_per_learner": 32, "num_steps_sampled_before_learning_starts": 0},
+        "config": {
+            "train_batch_size_per_learner": 32,
+            "num_steps_sampled_before_learning_starts": 0,
+        },
     },
     "SAC": {
         "env": "Pendulum-v1",
@@ -85,7 +88,14 @@ def main() -> None:
         o = sum(r["steps_per_s"] for r in ours) / repeats
         t = sum(r["steps_per_s"] for r in theirs) / repeats
         rows.append(
-            [algorithm, f"{o:.1f}", f"{t:.1f}", f"{o / t:.2f}", ours[0]["ratio"], theirs[0]["ratio"]]
+            [
+                algorithm,
+                f"{o:.1f}",
+                f"{t:.1f}",
+                f"{o / t:.2f}",
+                ours[0]["ratio"],
+                theirs[0]["ratio"],
+            ]
         )
         lines.append(ratio_line(f"performance_default_{algorithm}_speedup", o / t, ">= 1"))
     print(

@@ -44,6 +44,15 @@ ENV_PATTERN = (
     r"|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*)$"
 )
 METRIC_RE = re.compile(r"^[A-Za-z0-9_/.-]{1,200}$")
+# The Arcade Learning Environment's gymnasium namespace (ale-py); `wrappers: atari` needs it.
+ALE_PREFIX = "ALE/"
+
+
+def is_ale_id(env: str) -> bool:
+    """Whether `env` is an Arcade Learning Environment id ("ALE/Breakout-v5")."""
+    return env.startswith(ALE_PREFIX)
+
+
 # Stop keys of the spec -> flattened keys of an RLlib (new API stack) result.
 STOP_RESULT_KEYS: dict[str, str] = {
     "episode_return_mean": "env_runners/episode_return_mean",
@@ -301,6 +310,15 @@ class ExperimentSpec(_Model):
         default_factory=dict,
         description="Passed to the env constructor / factory (gym.make kwargs for ids).",
     )
+    wrappers: Literal["atari"] | None = Field(
+        None,
+        description="Preprocessing wrapped around the env, by name. `atari`: RLlib's Atari "
+        "preprocessing (wrap_atari_for_new_api_stack: 84x84 grey frames in [-1, 1], max over "
+        "4 skipped frames, 4 stacked, noop starts, a life lost ends the episode, FIRE on "
+        "reset) on an ALE id such as 'ALE/Breakout-v5', created with frameskip 1, no sticky "
+        "actions and the minimal action set (env_config overrides them); without "
+        "model.conv_filters the model gets the Nature DQN CNN. Omitted: the env as is.",
+    )
     config: dict[str, Any] = Field(
         default_factory=dict,
         description="Fixed RLlib settings under RLlib's own names; they override preset values.",
@@ -414,6 +432,17 @@ class ExperimentSpec(_Model):
     def _module_path(cls, v: str | None) -> str | None:
         if v is not None and not IMPORT_PATH_RE.fullmatch(v):
             raise ValueError(f"{v!r} is not 'package.module:Name'")
+        return v
+
+    @field_validator("wrappers")
+    @classmethod
+    def _wrappers_fit_env(cls, v: str | None, info: ValidationInfo) -> str | None:
+        env = info.data.get("env")
+        if v == "atari" and isinstance(env, str) and not is_ale_id(env):
+            raise ValueError(
+                f"wrappers 'atari' preprocesses Atari frames: it needs an ALE id such as "
+                f"'ALE/Breakout-v5' as env, not {env!r}"
+            )
         return v
 
     @field_validator("metric")

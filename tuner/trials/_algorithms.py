@@ -27,11 +27,16 @@ from ray.tune.result import TRIAL_INFO
 
 from tuner import algorithms as registry
 from tuner.spec import ExperimentSpec
+from tuner.trials._envs import env_config_for, split_env_name
+from tuner.trials._envs import env_name as _env_name
 
 CHECKPOINT_META = "tuner.json"  # env and algorithm of a checkpoint, for `tuner evaluate`
 MODEL_PREFIX = "model."
 ENV_CONFIG_PREFIX = "env_config."
 MODEL_CONFIG_KEY = "_model_config"  # where AlgorithmConfig.to_dict() keeps model_config
+# The Nature DQN CNN (Mnih et al. 2015) over 84x84x4 frames: the model of `wrappers: atari`
+# when the spec names no model.conv_filters ([filters, [kernel], stride] per layer).
+ATARI_CONV_FILTERS = [[32, [8, 8], 4], [64, [4, 4], 2], [64, [3, 3], 1]]
 # A confirmation trial's config carries the values and seed it re-runs under this key;
 # the trial applies them before RLlib sees its config.
 CONFIRM_KEY = "_tuner_confirm"
@@ -168,10 +173,13 @@ class _SweepTrialMixin:
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         super().save_checkpoint(checkpoint_dir)
-        env = self.config.env if isinstance(self.config.env, str) else None
+        env, wrappers = (
+            split_env_name(self.config.env) if isinstance(self.config.env, str) else (None, None)
+        )
         meta = {
             "algorithm": type(self).__name__.removeprefix("Tuner"),
             "env": env,
+            "wrappers": wrappers,
             "env_config": dict(self.config.env_config),
             "seed": self.config.seed,
         }
@@ -358,11 +366,19 @@ def rllib_keys(base_algorithm: str) -> frozenset[str]:
 
 def fixed_settings(spec: ExperimentSpec) -> dict[str, Any]:
     """The algorithm's performance defaults, the preset's settings over them, and the
-    spec's own `config` over both (the registry: tuner/algorithms)."""
+    spec's own `config` over both (the registry: tuner/algorithms). With `wrappers:
+    atari` and no conv_filters in the spec's `model` (or its config's model_config), the
+    model_config gets the Atari CNN (ATARI_CONV_FILTERS), so it is reported and logged
+    with the rest."""
     if spec.custom_algorithm:
         return copy.deepcopy(spec.config)
     entry = registry.get(spec.algorithm)
-    return deep_merge(deep_merge(entry.performance_defaults, entry.preset_config), spec.config)
+    fixed = deep_merge(deep_merge(entry.performance_defaults, entry.preset_config), spec.config)
+    if spec.wrappers == "atari" and "conv_filters" not in spec.model:
+        model = dict(fixed.get("model_config") or {})
+        if "conv_filters" not in model:
+            fixed["model_config"] = {**model, "conv_filters": copy.deepcopy(ATARI_CONV_FILTERS)}
+    return fixed
 
 
 def build_config(spec: ExperimentSpec, env_name: str | None = None) -> AlgorithmConfig:
@@ -374,7 +390,10 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
     model = fixed.pop("model_config", None) or {}
     config.update_from_dict(fixed)
     r = spec.resources
-    config.environment(env=env_name or spec.env, env_config=dict(spec.env_config))
+    config.environment(
+        env=env_name or _env_name(spec.env, spec.wrappers),
+        env_config=env_config_for(spec.env_config, spec.wrappers),
+    )
     config.env_runners(
         num_env_runners=r.num_env_runners,
         num_envs_per_env_runner=r.num_envs_per_env_runner,

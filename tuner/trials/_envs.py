@@ -1,8 +1,15 @@
-"""Environment resolution: gymnasium ids and 'package.module:ClassOrFactory' paths.
+"""Environment resolution: gymnasium ids, 'package.module:ClassOrFactory' paths, and
+the named wrappers a spec may put around an env (`wrappers: atari`).
 
 The env is built once in the driver before any trial starts, so a wrong id, an
 import error or a constructor exception is a validation error naming the field,
 not a failed Ray actor half a minute later.
+
+ALE ids ("ALE/Breakout-v5") exist in gymnasium 1.x only once `ale_py` is imported and
+`gymnasium.register_envs(ale_py)` has run, and RLlib's env runners call `gym.make`
+themselves, in their own processes. So such envs (and every wrapped env) are registered
+with Tune's registry (which every worker of the job reads) under a name of their own,
+with a module-level creator that registers ALE, builds the env and wraps it there.
 """
 
 from __future__ import annotations
@@ -15,7 +22,23 @@ from typing import Any
 
 import gymnasium as gym
 
-from tuner.spec import SpecError, SpecIssue
+from tuner.spec import SpecError, SpecIssue, is_ale_id
+
+# `wrappers: atari`, as RLlib's Atari examples set it up: the ALE env steps one frame at
+# a time with no sticky actions and the minimal action set (like the old "NoFrameskip-v4"
+# ids), and RLlib's wrapper skips 4 frames (max over the last 2), resizes to 84x84 grey
+# in [-1, 1] and stacks 4 of them. A spec's env_config overrides these defaults.
+ATARI_ENV_DEFAULTS: dict[str, Any] = {
+    "frameskip": 1,
+    "full_action_space": False,
+    "repeat_action_probability": 0.0,
+}
+ATARI_DIM = 84
+ATARI_FRAMESTACK = 4
+ATARI_OBS_SHAPE = (ATARI_DIM, ATARI_DIM, ATARI_FRAMESTACK)
+# A wrapped env's name in Tune's registry and in the trial's config: "<env>+<wrappers>".
+# Neither gymnasium ids nor import paths (tuner.spec) contain "+".
+WRAPPED_SEP = "+"
 
 
 def is_import_path(env: str) -> bool:
@@ -46,15 +69,64 @@ def env_object_problem(path: str, obj: Any) -> str | None:
     return f"{path} is neither a gymnasium.Env subclass nor a factory function"
 
 
-def make_env(env: str, env_config: dict[str, Any]) -> Any:
+def env_config_for(env_config: dict[str, Any], wrappers: str | None) -> dict[str, Any]:
+    """The env_config an env is built with: the wrappers' defaults under the spec's own."""
+    if wrappers == "atari":
+        return {**ATARI_ENV_DEFAULTS, **env_config}
+    return dict(env_config)
+
+
+def env_name(env: str, wrappers: str | None) -> str:
+    """The name RLlib knows a (wrapped) env by: the env itself, or "<env>+<wrappers>"."""
+    return f"{env}{WRAPPED_SEP}{wrappers}" if wrappers else env
+
+
+def split_env_name(name: str) -> tuple[str, str | None]:
+    """The env and the wrappers of a name made by `env_name`."""
+    env, sep, wrappers = name.partition(WRAPPED_SEP)
+    return env, (wrappers if sep else None)
+
+
+def register_ale() -> None:
+    """Makes the ALE ids known to gymnasium in this process (ale-py ships the ROMs)."""
+    import ale_py
+
+    gym.register_envs(ale_py)
+
+
+class WrapperError(ValueError):
+    """The named wrappers do not fit the env they were put around."""
+
+
+def wrap_env(instance: Any, wrappers: str | None) -> Any:
+    """`instance` inside the named wrappers (None: unchanged)."""
+    if wrappers is None:
+        return instance
+    if wrappers == "atari":
+        from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
+
+        shape = tuple(getattr(instance.observation_space, "shape", None) or ())
+        if len(shape) != 3 or shape[-1] != 3:
+            instance.close()
+            raise WrapperError(
+                f"wrappers 'atari' preprocesses RGB frames (height x width x 3); this env "
+                f"observes {shape} (is env_config setting obs_type?)"
+            )
+        return wrap_atari_for_new_api_stack(instance, dim=ATARI_DIM, framestack=ATARI_FRAMESTACK)
+    raise WrapperError(f"unknown wrappers {wrappers!r}")
+
+
+def make_env(env: str, env_config: dict[str, Any], wrappers: str | None = None) -> Any:
     """Builds the environment exactly as a trial will."""
     if is_import_path(env):
         obj = load_object(env)
         problem = env_object_problem(env, obj)
         if problem:
             raise ValueError(problem)
-        return obj(env_config)
-    return gym.make(env, **env_config)
+        return wrap_env(obj(env_config), wrappers)
+    if is_ale_id(env):
+        register_ale()
+    return wrap_env(gym.make(env, **env_config_for(env_config, wrappers)), wrappers)
 
 
 def _creator(path: str, env_context: Any) -> Any:
@@ -62,19 +134,30 @@ def _creator(path: str, env_context: Any) -> Any:
     return load_object(path)(env_context)
 
 
-def register_env(env: str) -> str:
-    """Registers an import-path env with Tune (so every worker can build it) and
-    returns the name RLlib should use; gymnasium ids are returned unchanged."""
-    if not is_import_path(env):
+def _wrapped_creator(env: str, wrappers: str | None, env_context: Any) -> Any:
+    # Module-level, as _creator: ALE registration and the wrappers happen in the worker.
+    return make_env(env, dict(env_context), wrappers)
+
+
+def register_env(env: str, wrappers: str | None = None) -> str:
+    """Registers with Tune (so every worker can build it) an import-path env, an ALE id
+    or a wrapped env, and returns the name RLlib should use; other gymnasium ids are
+    returned unchanged."""
+    if not wrappers and not is_import_path(env) and not is_ale_id(env):
         return env
     from ray.tune.registry import register_env as tune_register_env
 
-    tune_register_env(env, functools.partial(_creator, env))
-    return env
+    name = env_name(env, wrappers)
+    if is_import_path(env) and not wrappers:
+        tune_register_env(name, functools.partial(_creator, env))
+    else:
+        tune_register_env(name, functools.partial(_wrapped_creator, env, wrappers))
+    return name
 
 
-def check_env(env: str, env_config: dict[str, Any]) -> None:
-    """Builds and resets the env once; raises SpecError naming `env`/`env_config`."""
+def check_env(env: str, env_config: dict[str, Any], wrappers: str | None = None) -> None:
+    """Builds and resets the env once, inside its wrappers (whose observation space is
+    checked too); raises SpecError naming `env`/`env_config`/`wrappers`."""
     if is_import_path(env):
         try:
             problem = env_object_problem(env, load_object(env))
@@ -85,7 +168,9 @@ def check_env(env: str, env_config: dict[str, Any]) -> None:
         if problem:
             raise SpecError([SpecIssue(loc="env", msg=problem, value=env)])
     try:
-        instance = make_env(env, env_config)
+        instance = make_env(env, env_config, wrappers)
+    except WrapperError as err:
+        raise SpecError.one("wrappers", str(err), wrappers) from None
     except (ImportError, AttributeError) as err:
         raise SpecError([SpecIssue(loc="env", msg=f"cannot import: {err}", value=env)]) from None
     except gym.error.Error as err:
@@ -116,7 +201,7 @@ def check_env(env: str, env_config: dict[str, Any]) -> None:
                 ]
             )
         try:
-            instance.reset(seed=0)
+            reset = instance.reset(seed=0)
         except Exception as err:  # noqa: BLE001
             raise SpecError(
                 [
@@ -125,6 +210,16 @@ def check_env(env: str, env_config: dict[str, Any]) -> None:
                     )
                 ]
             ) from None
+        if wrappers == "atari":
+            shape = tuple(getattr(instance.observation_space, "shape", None) or ())
+            obs = reset[0] if isinstance(reset, tuple) else reset
+            if shape != ATARI_OBS_SHAPE or getattr(obs, "shape", None) != ATARI_OBS_SHAPE:
+                raise SpecError.one(
+                    "wrappers",
+                    f"the wrapped env observes {shape}, not the {ATARI_OBS_SHAPE} frames the "
+                    "Atari CNN expects",
+                    wrappers,
+                )
     finally:
         close = getattr(instance, "close", None)
         if close:

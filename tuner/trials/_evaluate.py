@@ -88,11 +88,12 @@ def evaluate_checkpoint(
             )
         meta = json.loads(meta_file.read_text())
         module = RLModule.from_checkpoint(str(path / MODULE_DIR))
-    register_env(meta["env"])
+    wrappers = meta.get("wrappers")  # absent from checkpoints of tuner < Atari support
+    register_env(meta["env"], wrappers)
     env_config = dict(meta.get("env_config") or {})
     if render_to is not None and ":" not in meta["env"]:
         env_config["render_mode"] = "rgb_array"
-    env = make_env(meta["env"], env_config)
+    env = make_env(meta["env"], env_config, wrappers)
     returns, lengths = [], []
     try:
         for episode in range(episodes):

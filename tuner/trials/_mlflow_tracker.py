@@ -182,6 +182,7 @@ class MLflowTracker(Callback):
         params = {
             "algorithm": spec.algorithm,
             "env": spec.env or "",
+            **({"wrappers": spec.wrappers} if spec.wrappers else {}),
             "search.method": spec.search.method,
             "search.num_samples": spec.search.num_samples,
             "scheduler": spec.scheduler.type,
@@ -241,6 +242,7 @@ class MLflowTracker(Callback):
         params: dict[str, Any] = {
             "algorithm": spec.algorithm,
             "env": spec.env or "",
+            **({"wrappers": spec.wrappers} if spec.wrappers else {}),
             "seed": seed_of(trial.config, trial.trial_id, spec.seed),
         }
         if spec.callbacks:

@@ -42,7 +42,7 @@ def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
     its `config`, seed and env."""
     if spec.custom_algorithm:
         return custom_params(spec)
-    params = build_config(spec, env_name=register_env(spec.env)).to_dict()
+    params = build_config(spec, env_name=register_env(spec.env, spec.wrappers)).to_dict()
     code = user_code(spec)
     if code:
         params[CODE_KEY] = code

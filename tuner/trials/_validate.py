@@ -180,7 +180,7 @@ def validate_spec(
     if import_user_code:
         check_user_code(spec)
     if build_env and (import_user_code or ":" not in spec.env):
-        check_env(spec.env, spec.env_config)
+        check_env(spec.env, spec.env_config, spec.wrappers)
     return warnings
 
 
