@@ -33,6 +33,8 @@ _OWNED_BY_SPEC = {
     "evaluation_duration": "evaluation.duration",
     "evaluation_duration_unit": "evaluation.duration (episodes)",
     "model_config": "model",
+    "policies": "multi_agent.policies",
+    "policy_mapping_fn": "multi_agent.policy_mapping",
 }
 
 
@@ -84,7 +86,9 @@ def validate_spec(
             )
         )
     code_allowed = allowed or []
-    refs += check_code_refs(spec.config, loc="config", allowed_modules=code_allowed)
+    # a key the spec owns is refused below as such, whatever its value
+    settings = {k: v for k, v in spec.config.items() if k not in _OWNED_BY_SPEC}
+    refs += check_code_refs(settings, loc="config", allowed_modules=code_allowed)
     refs += check_code_refs(spec.model, loc="model", allowed_modules=code_allowed)
     refs += check_space_code_refs(space, allowed_modules=code_allowed)
     for key, dom in space.items():
@@ -179,7 +183,9 @@ def validate_spec(
                 [SpecIssue(loc="config", value=spec.config, msg=f"RLlib rejects the config: {err}")]
             ) from None
     if build_env and (import_user_code or ":" not in spec.env):
-        check_env(spec.env, spec.env_config)
+        warnings += check_env(
+            spec.env, spec.env_config, multi_agent=spec.multi_agent, metric=spec.metric
+        )
     return warnings
 
 
