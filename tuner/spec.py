@@ -152,7 +152,9 @@ class StopSpec(_Model):
     """When a trial (or the whole sweep) ends. A trial stops at the first criterion met."""
 
     episode_return_mean: float | None = Field(
-        None, description="Stop a trial once env_runners/episode_return_mean >= this."
+        None,
+        description="Stop a trial once env_runners/episode_return_mean >= this "
+        "(multi-agent: the return summed over agents).",
     )
     timesteps_total: int | None = Field(
         None, ge=1, description="Stop a trial after this many env steps sampled."

@@ -120,3 +120,5 @@ def test_the_best_checkpoint_evaluates_each_agent_with_its_policy(sweep):
     for i, total in enumerate(result.returns):
         assert total == pytest.approx(sum(r[i] for r in result.agent_returns.values()))
     assert result.score(METRIC) == pytest.approx(sum(result.agent_returns["cart_0"]) / 2)
+    with pytest.raises(ValueError, match="single-agent"):
+        evaluate_checkpoint(summary.best.checkpoint, episodes=1, render_to=Path("unused"))

@@ -363,3 +363,16 @@ def test_an_evaluation_scores_the_metrics_agent_or_policy():
     assert done.score("evaluation/env_runners/module_episode_returns_mean/right") == 10.0
     assert done.score("env_runners/episode_return_mean") == 15.0
     assert done.score("env_runners/agent_episode_returns_mean/nobody") == 15.0
+
+
+def test_the_progress_table_names_the_agent_of_the_metric():
+    from tuner.trials._progress import metric_column
+
+    assert metric_column("env_runners/agent_episode_returns_mean/cart_0") == (
+        "agent_episode_returns_mean/cart_0"
+    )
+    assert metric_column("env_runners/module_episode_returns_mean/left") == (
+        "module_episode_returns_mean/left"
+    )
+    assert metric_column("env_runners/episode_return_mean") == "episode_return_mean"
+    assert metric_column("learners/left/total_loss") == "total_loss"

@@ -121,6 +121,8 @@ def evaluate_checkpoint(
         )
         if multi_agent is None:
             modules = {None: RLModule.from_checkpoint(str(path / MODULE_DIR))}
+        elif render_to is not None:
+            raise ValueError("rendering plays single-agent checkpoints only")
         else:
             modules = {
                 pid: RLModule.from_checkpoint(str(path / RL_MODULE_DIR / pid))
