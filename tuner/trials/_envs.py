@@ -20,7 +20,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from tuner.spec import AGENT_RETURNS, MultiAgentSpec, SpecError, SpecIssue
+from tuner.mlflow_names import AGENT_RETURNS
+from tuner.spec import MultiAgentSpec, SpecError, SpecIssue
 
 
 def is_import_path(env: str) -> bool:
