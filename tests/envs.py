@@ -35,3 +35,11 @@ class LineEnv(gym.Env):
 def make_line_env(env_config: dict) -> LineEnv:
     """A factory (not a class) taking env_config."""
     return LineEnv({**env_config, "length": env_config.get("length", 10)})
+
+
+def make_multi_cartpole(env_config: dict):
+    """A factory returning an RLlib MultiAgentEnv (as one wrapping a PettingZoo env in
+    RLlib's PettingZooEnv would)."""
+    from tuner_examples.multiagent import MultiCartPole
+
+    return MultiCartPole(env_config)

@@ -265,7 +265,10 @@ def evaluate(
         typer.echo(
             f"{result.env}: mean return {result.mean_return:.4g} ± {result.std_return:.3g} "
             f"over {result.episodes} episodes"
+            + (" (summed over agents)" if result.agent_returns else "")
         )
+        for agent, returns in result.agent_returns.items():
+            typer.echo(f"  agent {agent}: mean return {sum(returns) / len(returns):.4g}")
 
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}

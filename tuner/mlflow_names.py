@@ -55,6 +55,16 @@ RESULT_METRICS: tuple[str, ...] = (
     "time_total_s",
     "evaluation/env_runners/episode_return_mean",
 )
+# a multi-agent run's returns per agent and per policy (RLModule), each logged as
+# <group>/<agent or policy id>; env_runners/episode_return_mean is their sum over agents
+AGENT_RETURNS = "env_runners/agent_episode_returns_mean"
+MODULE_RETURNS = "env_runners/module_episode_returns_mean"
+PER_ID_METRICS: tuple[str, ...] = (
+    AGENT_RETURNS,
+    MODULE_RETURNS,
+    f"evaluation/{AGENT_RETURNS}",
+    f"evaluation/{MODULE_RETURNS}",
+)
 # learner stats whose name holds one of these words are logged as learners/<module>/<key>
 LEARNER_WORDS: tuple[str, ...] = ("loss", "entropy", "mean_kl", "qf_mean", "alpha_value")
 LEARNERS_PREFIX = "learners/"

@@ -23,8 +23,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tuner import algorithms as registry
+from tuner.mlflow_names import AGENT_RETURNS, MODULE_RETURNS
 from tuner.search_spaces import Domain
 
 # Every algorithm and preset of the registry (tuner/algorithms/*.yaml).
@@ -53,6 +55,14 @@ def is_ale_id(env: str) -> bool:
     return env.startswith(ALE_PREFIX)
 
 
+# A policy (RLModule) id: part of result keys, MLflow metric names and checkpoint paths.
+MODULE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# An agent id as a policy_mapping key (what str() of the env's agent id gives), or "*".
+AGENT_ID_RE = re.compile(r"^(\*|[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$")
+# RLlib's own module ids: the single-agent one, and the learners' key for all modules.
+RESERVED_MODULE_IDS = ("default_policy", "__all_modules__")
+
+
 # Stop keys of the spec -> flattened keys of an RLlib (new API stack) result.
 STOP_RESULT_KEYS: dict[str, str] = {
     "episode_return_mean": "env_runners/episode_return_mean",
@@ -60,6 +70,24 @@ STOP_RESULT_KEYS: dict[str, str] = {
     "training_iteration": "training_iteration",
     "time_total_s": "time_total_s",
 }
+
+
+def _field_errors(
+    model: BaseModel, errors: list[tuple[tuple[str | int, ...], str, Any]]
+) -> ValidationError:
+    """A ValidationError locating each (loc, msg, value) at its field: raised in a model
+    validator, pydantic nests the locs under the model's own (multi_agent.policies.1)."""
+    return ValidationError.from_exception_data(
+        type(model).__name__,
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("value_error", "{msg}", {"msg": msg}),
+                loc=loc,
+                input=value,
+            )
+            for loc, msg, value in errors
+        ],
+    )
 
 
 class _Model(BaseModel):
@@ -142,7 +170,9 @@ class StopSpec(_Model):
     """When a trial (or the whole sweep) ends. A trial stops at the first criterion met."""
 
     episode_return_mean: float | None = Field(
-        None, description="Stop a trial once env_runners/episode_return_mean >= this."
+        None,
+        description="Stop a trial once env_runners/episode_return_mean >= this "
+        "(multi-agent: the return summed over agents).",
     )
     timesteps_total: int | None = Field(
         None, ge=1, description="Stop a trial after this many env steps sampled."
@@ -256,6 +286,73 @@ class EvaluationSpec(_Model):
     duration: int = Field(10, ge=1, description="Episodes per evaluation.")
 
 
+class MultiAgentSpec(_Model):
+    """Multi-agent training: the policies (RLModules) and which agent each one drives."""
+
+    policies: list[str] = Field(
+        default_factory=lambda: ["shared"],
+        min_length=1,
+        max_length=64,
+        description="Policy (RLModule) ids, each trained with its own weights and the "
+        "spec's `model`; one id is a policy every agent shares. Letters, digits, '_', '.', "
+        "'-' (at most 64).",
+        json_schema_extra={"items": {"type": "string", "pattern": MODULE_ID_RE.pattern}},
+    )
+    policy_mapping: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=1024,
+        description="Agent id (as str() of the env's agent id) -> policy id; the key '*' "
+        "names the policy of every agent not listed, otherwise they go to the first "
+        "policy. Data only: RLlib's policy_mapping_fn is built from it.",
+        json_schema_extra={"propertyNames": {"pattern": AGENT_ID_RE.pattern}},
+    )
+
+    @model_validator(mode="after")
+    def _known_policies(self) -> MultiAgentSpec:
+        errors: list[tuple[tuple[str | int, ...], str, Any]] = []
+
+        def bad(loc: tuple[str | int, ...], value: str, msg: str) -> None:
+            errors.append((loc, msg, value))
+
+        seen: set[str] = set()
+        for i, pid in enumerate(self.policies):
+            if not MODULE_ID_RE.fullmatch(pid):
+                bad(
+                    ("policies", i),
+                    pid,
+                    "a policy id is letters, digits, '_', '.', '-' "
+                    "(at most 64, starting with a letter or digit)",
+                )
+            elif pid in RESERVED_MODULE_IDS:
+                bad(("policies", i), pid, "RLlib's own module id; name the policy otherwise")
+            elif pid in seen:
+                bad(("policies", i), pid, "listed twice")
+            seen.add(pid)
+        for agent, pid in self.policy_mapping.items():
+            if not AGENT_ID_RE.fullmatch(agent):
+                bad(
+                    ("policy_mapping", agent),
+                    agent,
+                    "an agent id is letters, digits, "
+                    "'_', '.', '-' (at most 128), or '*' for every agent not listed",
+                )
+            elif pid not in self.policies:
+                bad(
+                    ("policy_mapping", agent),
+                    pid,
+                    "not one of multi_agent.policies (" + ", ".join(self.policies) + ")",
+                )
+        if errors:
+            raise _field_errors(self, errors)
+        return self
+
+    def policy_of(self, agent_id: object) -> str:
+        """The policy that drives `agent_id`: its mapping, else '*', else the first."""
+        return self.policy_mapping.get(
+            str(agent_id), self.policy_mapping.get("*", self.policies[0])
+        )
+
+
 SCOPES: tuple[str, ...] = ("last", "last-5-avg", "last-10-avg", "avg", "all")
 
 
@@ -362,6 +459,15 @@ class ExperimentSpec(_Model):
         "each (same stop criteria and resources) and rank them by mean score, with a 95 % "
         "bootstrap CI and the IQM. Omitted: no confirmation.",
     )
+    multi_agent: MultiAgentSpec | None = Field(
+        None,
+        description="Multi-agent training, for an env that is an RLlib MultiAgentEnv "
+        "(a PettingZoo env through RLlib's PettingZooEnv): the policies and which agent "
+        "each drives. The metric may then be one agent's return "
+        f"({AGENT_RETURNS}/<agent id>), one policy's ({MODULE_RETURNS}/<policy id>) or "
+        "the sum over agents (env_runners/episode_return_mean, also what "
+        "stop.episode_return_mean compares). Omitted: single-agent.",
+    )
     stop: StopSpec = Field(default_factory=StopSpec, description="Stop criteria.")
     resources: ResourcesSpec = Field(
         default_factory=ResourcesSpec, description="Per-trial resources."
@@ -458,8 +564,13 @@ class ExperimentSpec(_Model):
             raise ValueError("scheduler.type 'pbt' cannot be combined with search.method 'optuna'")
         if self.metric.startswith("evaluation/") and not self.evaluation.interval:
             raise ValueError(f"metric {self.metric!r} needs evaluation.interval")
+        self._check_multi_agent_metric()
         if self.custom_algorithm:
-            rllib_only = [f for f in ("model", "callbacks", "module") if getattr(self, f)]
+            rllib_only = [
+                f
+                for f in ("model", "callbacks", "module", "multi_agent", "wrappers")
+                if getattr(self, f)
+            ]
             if self.evaluation.interval:
                 rllib_only.append("evaluation")
             if rllib_only:
@@ -473,6 +584,38 @@ class ExperimentSpec(_Model):
                     "e.g. metric: episode_return_mean"
                 )
         return self
+
+    def _check_multi_agent_metric(self) -> None:
+        """A per-agent or per-policy metric needs `multi_agent`, and a per-policy one
+        (returns, `learners/<policy>/...`) a listed policy."""
+        metric = self.metric.removeprefix("evaluation/")
+        per_agent = metric.startswith((AGENT_RETURNS + "/", MODULE_RETURNS + "/"))
+        if self.multi_agent is None:
+            if per_agent:
+                raise _field_errors(
+                    self,
+                    [(("metric",), "a per-agent metric needs a multi_agent section", self.metric)],
+                )
+            return
+        module = None
+        if metric.startswith(MODULE_RETURNS + "/"):
+            module = metric[len(MODULE_RETURNS) + 1 :]
+        elif metric.startswith("learners/"):
+            module = metric.split("/")[1]
+            if module == "__all_modules__":
+                return
+        if module is not None and module not in self.multi_agent.policies:
+            listed = ", ".join(self.multi_agent.policies)
+            raise _field_errors(
+                self,
+                [
+                    (
+                        ("metric",),
+                        f"{module!r} is not one of multi_agent.policies ({listed})",
+                        self.metric,
+                    )
+                ],
+            )
 
     @property
     def custom_algorithm(self) -> bool:

@@ -14,7 +14,14 @@ from tuner.spec import SpecError, load_spec
 from tuner.trials import validate_spec
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*.yaml"))
+# The example user code (experiments/tuner_examples): a spec naming it runs only where the
+# operator allows it, as `tuner run ... --allow-module tuner_examples` does.
+EXAMPLE_CODE = "tuner_examples"
 runner = CliRunner()
+
+
+def names_example_code(path: Path) -> bool:
+    return EXAMPLE_CODE in path.read_text()
 
 
 def test_there_is_an_example_per_algorithm_and_preset():
@@ -27,12 +34,35 @@ def test_there_is_an_example_per_algorithm_and_preset():
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_specs_validate(path):
     spec = load_spec(path)
-    warnings = validate_spec(spec, allowed_modules=["tuner_examples"])
-    if "tuner_examples" in path.read_text():  # names example code: refused unless allowed
+    warnings = validate_spec(spec, allowed_modules=[EXAMPLE_CODE])
+    if EXAMPLE_CODE in path.read_text():  # names example code: refused unless allowed
         with pytest.raises(SpecError):
             validate_spec(spec, build_env=False, allowed_modules=[])
     assert ("noisy" in " ".join(warnings)) == (spec.algorithm in {"Noisy_DQN", "Rainbow_DQN"})
     assert spec.resources.num_env_runners <= 1  # fits this 2-core machine
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in EXAMPLES if names_example_code(p)], ids=lambda p: p.name
+)
+def test_examples_naming_example_code_need_its_module_allowed(path, monkeypatch):
+    for name in ("TUNER_ALLOWED_MODULES", "TUNER_ENV_MODULES"):
+        monkeypatch.delenv(name, raising=False)
+    refused = runner.invoke(app, ["validate", str(path), "--no-fit"])
+    assert refused.exit_code == 2 and EXAMPLE_CODE in refused.output
+    assert f"--allow-module {EXAMPLE_CODE}" in path.read_text()  # the spec says how to run it
+    allowed = runner.invoke(
+        app, ["validate", str(path), "--no-fit", "--allow-module", EXAMPLE_CODE]
+    )
+    assert allowed.exit_code == 0, allowed.output
+    assert f"{path}: ok" in allowed.output
+
+
+def test_there_is_a_multi_agent_example():
+    examples = [load_spec(p) for p in EXAMPLES]
+    multi = [s for s in examples if s.multi_agent is not None]
+    assert multi and all(len(s.multi_agent.policies) > 1 for s in multi)
+    assert any(s.metric.startswith("env_runners/agent_episode_returns_mean/") for s in multi)
 
 
 def test_validate_prints_field_path_and_value(tmp_path):

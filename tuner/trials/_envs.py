@@ -1,9 +1,14 @@
 """Environment resolution: gymnasium ids, 'package.module:ClassOrFactory' paths, and
 the named wrappers a spec may put around an env (`wrappers: atari`).
 
+An import path names a gymnasium.Env subclass, an RLlib MultiAgentEnv subclass (a
+gymnasium.Env too) or a factory function returning either (a PettingZoo env comes in
+through a factory that wraps it in RLlib's PettingZooEnv / ParallelPettingZooEnv).
+
 The env is built once in the driver before any trial starts, so a wrong id, an
 import error or a constructor exception is a validation error naming the field,
-not a failed Ray actor half a minute later.
+not a failed Ray actor half a minute later; so is a multi-agent env without the
+spec's `multi_agent` section (or the other way round) and an agent id the env lacks.
 
 ALE ids ("ALE/Breakout-v5") exist in gymnasium 1.x only once `ale_py` is imported and
 `gymnasium.register_envs(ale_py)` has run, and RLlib's env runners call `gym.make`
@@ -22,7 +27,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from tuner.spec import SpecError, SpecIssue, is_ale_id
+from tuner.mlflow_names import AGENT_RETURNS
+from tuner.spec import MultiAgentSpec, SpecError, SpecIssue, is_ale_id
 
 # `wrappers: atari`, as RLlib's Atari examples set it up: the ALE env steps one frame at
 # a time with no sticky actions and the minimal action set (like the old "NoFrameskip-v4"
@@ -56,17 +62,84 @@ def load_object(path: str) -> Any:
 def env_object_problem(path: str, obj: Any) -> str | None:
     """Why an imported object may not serve as an env (None if it may).
 
-    Only gymnasium.Env subclasses and plain Python functions outside the standard
-    library qualify, so a spec cannot make the service call `os:system` and friends.
+    Only gymnasium.Env subclasses (RLlib's MultiAgentEnv is one) and plain Python
+    functions outside the standard library qualify, so a spec cannot make the service
+    call `os:system` and friends.
     """
     module = (getattr(obj, "__module__", None) or "").split(".")[0]
     if module in sys.stdlib_module_names or module == "builtins":
         return f"{path} is in the standard library, not an environment"
     if inspect.isclass(obj):
-        return None if issubclass(obj, gym.Env) else f"{path} is not a gymnasium.Env subclass"
+        if issubclass(obj, gym.Env):
+            return None
+        return f"{path} is neither a gymnasium.Env nor an RLlib MultiAgentEnv subclass"
     if inspect.isfunction(obj):
         return None
-    return f"{path} is neither a gymnasium.Env subclass nor a factory function"
+    return (
+        f"{path} is neither a gymnasium.Env / RLlib MultiAgentEnv subclass nor a factory function"
+    )
+
+
+def is_multi_agent_env(instance: Any) -> bool:
+    """Whether a built env is an RLlib MultiAgentEnv (RLlib's PettingZoo wrappers are)."""
+    from ray.rllib.env.multi_agent_env import MultiAgentEnv
+
+    return isinstance(instance, MultiAgentEnv)
+
+
+def check_agents(
+    env: str, instance: Any, multi_agent: MultiAgentSpec | None, metric: str | None = None
+) -> list[str]:
+    """Checks a built (and reset) env against the spec's `multi_agent` section: a
+    MultiAgentEnv needs one and a single-agent env takes none, every agent id in
+    policy_mapping and a per-agent metric must be one of the env's `possible_agents`
+    (when it lists them). Returns warnings (a policy that drives no agent), raises
+    SpecError."""
+    multi = is_multi_agent_env(instance)
+    if multi and multi_agent is None:
+        raise SpecError.one(
+            "multi_agent",
+            f"{env} is an RLlib MultiAgentEnv: add a multi_agent section (policies, "
+            "policy_mapping)",
+            None,
+        )
+    if multi_agent is None:
+        return []
+    if not multi:
+        raise SpecError.one(
+            "multi_agent",
+            f"needs an env that is an RLlib MultiAgentEnv; {env} is single-agent "
+            "(leave multi_agent out)",
+            multi_agent.model_dump(),
+        )
+    agents = [str(a) for a in getattr(instance, "possible_agents", None) or []]
+    if not agents:
+        return ["the env lists no possible_agents: multi_agent.policy_mapping is not checked"]
+    shown = ", ".join(agents[:20]) + (", ..." if len(agents) > 20 else "")
+    issues = [
+        SpecIssue(
+            loc=f"multi_agent.policy_mapping.{agent}",
+            value=agent,
+            msg=f"{env} has no such agent (its agents: {shown})",
+        )
+        for agent in multi_agent.policy_mapping
+        if agent != "*" and agent not in agents
+    ]
+    prefix = f"{AGENT_RETURNS}/"
+    if metric and metric.removeprefix("evaluation/").startswith(prefix):
+        agent = metric.removeprefix("evaluation/")[len(prefix) :]
+        if agent not in agents:
+            issues.append(
+                SpecIssue(loc="metric", value=metric, msg=f"{env} has no agent {agent!r} ({shown})")
+            )
+    if issues:
+        raise SpecError(issues)
+    used = {multi_agent.policy_of(a) for a in agents}
+    return [
+        f"multi_agent policy {pid!r} drives none of the env's agents ({shown}): it does not train"
+        for pid in multi_agent.policies
+        if pid not in used
+    ]
 
 
 def env_config_for(env_config: dict[str, Any], wrappers: str | None) -> dict[str, Any]:
@@ -155,9 +228,18 @@ def register_env(env: str, wrappers: str | None = None) -> str:
     return name
 
 
-def check_env(env: str, env_config: dict[str, Any], wrappers: str | None = None) -> None:
+def check_env(
+    env: str,
+    env_config: dict[str, Any],
+    wrappers: str | None = None,
+    *,
+    multi_agent: MultiAgentSpec | None = None,
+    metric: str | None = None,
+) -> list[str]:
     """Builds and resets the env once, inside its wrappers (whose observation space is
-    checked too); raises SpecError naming `env`/`env_config`/`wrappers`."""
+    checked too), and checks it against the spec's `multi_agent` section (check_agents);
+    raises SpecError naming `env`/`env_config`/`wrappers`/`multi_agent`, returns
+    warnings."""
     if is_import_path(env):
         try:
             problem = env_object_problem(env, load_object(env))
@@ -195,7 +277,7 @@ def check_env(env: str, env_config: dict[str, Any], wrappers: str | None = None)
                 [
                     SpecIssue(
                         loc="env",
-                        msg="did not return a gymnasium.Env",
+                        msg="did not return a gymnasium.Env or RLlib MultiAgentEnv",
                         value=type(instance).__name__,
                     )
                 ]
@@ -220,6 +302,7 @@ def check_env(env: str, env_config: dict[str, Any], wrappers: str | None = None)
                     "Atari CNN expects",
                     wrappers,
                 )
+        return check_agents(env, instance, multi_agent, metric)
     finally:
         close = getattr(instance, "close", None)
         if close:

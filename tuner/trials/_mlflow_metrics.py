@@ -7,7 +7,7 @@ import math
 from functools import cache
 from typing import Any
 
-from tuner.mlflow_names import LEARNER_WORDS, LEARNERS_PREFIX, RESULT_METRICS
+from tuner.mlflow_names import LEARNER_WORDS, LEARNERS_PREFIX, PER_ID_METRICS, RESULT_METRICS
 from tuner.trials._stoppers import lookup
 
 
@@ -69,21 +69,21 @@ def custom_metrics(result: dict[str, Any]) -> dict[str, float]:
     `evaluation/env_runners/` that are not RLlib's own); for a training loop of your own
     (no `env_runners`), every number it reported (nested dicts as `a/b`)."""
     out: dict[str, float] = {}
-    if "env_runners" not in result:
-        for key, value in flatten(result).items():
-            num = number(value)
-            if num is not None and key.split("/")[0] not in _TUNE_BOOKKEEPING | {"config"}:
-                out[key] = num
-        return out
+    flat = flatten(result)  # nested or already flat ("env_runners/x"), the same keys
+    rllib = any(k.startswith("env_runners/") for k in flat)
     own = _rllib_metric_names()
-    for prefix, stats in (
-        ("env_runners/", result.get("env_runners")),
-        ("evaluation/env_runners/", (result.get("evaluation") or {}).get("env_runners")),
-    ):
-        for key, value in (stats or {}).items() if isinstance(stats, dict) else ():
-            num = number(value) if not isinstance(value, dict) else None
-            if num is not None and key not in own:
-                out[f"{prefix}{key}"] = num
+    for key, value in flat.items():
+        num = number(value)
+        if num is None:
+            continue
+        if not rllib:
+            if key.split("/")[0] not in _TUNE_BOOKKEEPING | {"config"}:
+                out[key] = num
+            continue
+        for prefix in ("env_runners/", "evaluation/env_runners/"):
+            name = key[len(prefix) :] if key.startswith(prefix) else ""
+            if name and "/" not in name and name not in own:
+                out[key] = num
     return out
 
 
@@ -95,6 +95,17 @@ def result_metrics(result: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> 
         value = number(lookup(result, key))
         if value is not None:
             out[key] = value
+    for group in PER_ID_METRICS:
+        returns = lookup(result, group)
+        per_id = returns.items() if isinstance(returns, dict) else ()
+        if not per_id:  # a flat result: "<group>/<id>" keys
+            per_id = [
+                (k[len(group) + 1 :], v) for k, v in result.items() if k.startswith(group + "/")
+            ]
+        for ident, value in per_id:
+            num = number(value)
+            if num is not None and "/" not in str(ident):
+                out[f"{group}/{ident}"] = num
     for module_id, stats in (result.get("learners") or {}).items():
         if module_id == "__all_modules__" or not isinstance(stats, dict):
             continue

@@ -10,13 +10,23 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from tuner.mlflow_names import PER_ID_METRICS
 from tuner.trials._stoppers import lookup
+
+PER_ID_GROUPS = [[group.split("/")[-1]] for group in PER_ID_METRICS]
 
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4g}"
     return str(value)
+
+
+def metric_column(metric: str) -> str:
+    """The metric's column title: its last part ('episode_return_mean'), with its group
+    for one agent's or policy's return ('agent_episode_returns_mean/cart_0')."""
+    parts = metric.split("/")
+    return "/".join(parts[-2:]) if parts[-2:-1] in PER_ID_GROUPS else parts[-1]
 
 
 class RichProgress(Callback):
@@ -50,7 +60,7 @@ class RichProgress(Callback):
 
     def _table(self) -> Table:
         table = Table(title="trials", expand=False)
-        for col in ("trial", "status", "iter", "env steps", self.metric.split("/")[-1]):
+        for col in ("trial", "status", "iter", "env steps", metric_column(self.metric)):
             table.add_column(col, justify="right" if col != "trial" else "left")
         for key in self.space_keys:
             table.add_column(key, justify="right")

@@ -298,7 +298,7 @@ def _confirm(
             done = evaluate_checkpoint(
                 trial.checkpoint, episodes=spec.evaluation.duration, seed=trial.seed or 0
             )
-            scores[trial.trial_id] = done.mean_return
+            scores[trial.trial_id] = done.score(spec.metric)  # one agent's, if it names one
         else:
             scores[trial.trial_id] = trial.score
     summary.confirmation = confirmed_configs(spec, candidates, seeds, stage.trials, scores)

@@ -7,16 +7,25 @@ from typing import Any
 
 from ray.tune.stopper import Stopper
 
+_MISSING = object()
+
 
 def lookup(result: dict[str, Any], key: str) -> Any:
-    """A flattened key ('env_runners/episode_return_mean') in a nested or flat result."""
+    """A flattened key ('env_runners/episode_return_mean') in a nested or flat result.
+    A part matches a key as Tune flattens it, by str(): an env's agent ids may be ints
+    ('env_runners/agent_episode_returns_mean/0')."""
     if key in result:
         return result[key]
     node: Any = result
     for part in key.split("/"):
-        if not isinstance(node, dict) or part not in node:
+        if not isinstance(node, dict):
             return None
-        node = node[part]
+        if part in node:
+            node = node[part]
+            continue
+        node = next((v for k, v in node.items() if str(k) == part), _MISSING)
+        if node is _MISSING:
+            return None
     return node
 
 

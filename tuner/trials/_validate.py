@@ -35,6 +35,8 @@ _OWNED_BY_SPEC = {
     "model_config": "model",
     "callbacks": "callbacks",
     "callbacks_class": "callbacks",
+    "policies": "multi_agent.policies",
+    "policy_mapping_fn": "multi_agent.policy_mapping",
 }
 
 
@@ -90,7 +92,9 @@ def validate_spec(
         refs += _spec_code_refs(spec, allowed)
     if spec.custom_algorithm:
         return _validate_custom(spec, refs, space, build_env, import_user_code, max_trials)
-    refs += check_code_refs(spec.config, loc="config", allowed_modules=code_allowed)
+    # a key the spec owns is refused below as such, whatever its value
+    settings = {k: v for k, v in spec.config.items() if k not in _OWNED_BY_SPEC}
+    refs += check_code_refs(settings, loc="config", allowed_modules=code_allowed)
     refs += check_code_refs(spec.model, loc="model", allowed_modules=code_allowed)
     refs += check_space_code_refs(space, allowed_modules=code_allowed)
     for key, dom in space.items():
@@ -180,7 +184,13 @@ def validate_spec(
     if import_user_code:
         check_user_code(spec)
     if build_env and (import_user_code or ":" not in spec.env):
-        check_env(spec.env, spec.env_config, spec.wrappers)
+        warnings += check_env(
+            spec.env,
+            spec.env_config,
+            spec.wrappers,
+            multi_agent=spec.multi_agent,
+            metric=spec.metric,
+        )
     return warnings
 
 
@@ -243,7 +253,7 @@ def _validate_custom(
             "Trainable subclass"
         )
     if build_env and spec.env is not None:
-        check_env(spec.env, spec.env_config)
+        warnings += check_env(spec.env, spec.env_config)
     return warnings
 
 
