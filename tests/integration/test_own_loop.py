@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from mlflow.tracking import MlflowClient
 
+from tests.integration._tracking import child_runs, sqlite_tracking
 from tuner.spec import SpecError, parse_spec
-from tuner.trials import TrackingConfig, run_sweep, validate_spec
+from tuner.trials import run_sweep, validate_spec
 
 pytestmark = pytest.mark.integration
 
@@ -40,8 +40,7 @@ def test_a_generator_is_swept_scheduled_and_tracked(ray_local, tmp_path):
         seed=5,
     )
     assert validate_spec(spec, allowed_modules=["tuner_examples"]) == []
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracking = TrackingConfig(tracking_uri=uri, artifact_location=(tmp_path / "a").as_uri())
+    tracking = sqlite_tracking(tmp_path)
     summary = run_sweep(spec, storage_path=tmp_path / "tune", progress=False, tracking=tracking)
     assert summary.status == "SUCCEEDED", summary
     assert sorted(t.config["lr"] for t in summary.trials) == [0.001, 0.01]
@@ -51,12 +50,7 @@ def test_a_generator_is_swept_scheduled_and_tracked(ray_local, tmp_path):
     for trial in summary.trials:
         assert trial.metric is not None and 1 <= trial.metric <= 50  # max_episode_steps
     assert summary.best.metric_value == max(t.score for t in summary.trials)
-    client = MlflowClient(tracking_uri=uri)
-    children = [
-        r
-        for r in client.search_runs([summary.mlflow.experiment_id])
-        if "mlflow.parentRunId" in r.data.tags
-    ]
+    children = child_runs(tracking, summary)
     assert len(children) == 2
     for child in children:
         assert math.isfinite(child.data.metrics["loss"])  # what the loop yields, all of it

@@ -7,11 +7,11 @@ import math
 
 import pytest
 import torch
-from mlflow.tracking import MlflowClient
 
 from tests.conftest import TINY_PPO
+from tests.integration._tracking import child_runs, sqlite_tracking
 from tuner.spec import SpecError, parse_spec
-from tuner.trials import TrackingConfig, run_sweep, validate_spec
+from tuner.trials import run_sweep, validate_spec
 from tuner.trials._algorithms import trainable_for
 from tuner.trials._tuner import trial_params
 
@@ -42,20 +42,14 @@ def test_callback_metrics_rank_stop_and_reach_mlflow(ray_local, tmp_path):
         }
     )
     validate_spec(spec, allowed_modules=["tuner_examples"])
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracking = TrackingConfig(tracking_uri=uri, artifact_location=(tmp_path / "a").as_uri())
+    tracking = sqlite_tracking(tmp_path)
     summary = run_sweep(spec, storage_path=tmp_path / "tune", progress=False, tracking=tracking)
     assert summary.status == "SUCCEEDED"
     assert [t.iterations for t in summary.trials] == [1, 1]  # stopped by stop.metrics
     for trial in summary.trials:
         assert trial.metric is not None and 0 < trial.metric < 0.25  # radians, CartPole's limit
     assert summary.best.metric_value == min(t.score for t in summary.trials)
-    client = MlflowClient(tracking_uri=uri)
-    children = [
-        r
-        for r in client.search_runs([summary.mlflow.experiment_id])
-        if "mlflow.parentRunId" in r.data.tags
-    ]
+    children = child_runs(tracking, summary)
     assert len(children) == 2
     for child in children:
         logged = child.data.metrics
