@@ -6,7 +6,13 @@ from collections.abc import Sequence
 
 from tuner._code_refs import check_code_refs, check_space_code_refs, module_allowed
 from tuner.search_spaces import Domain, resolve_space
-from tuner.spec import IMPORT_PATH_RE, ExperimentSpec, SpecError, SpecIssue
+from tuner.spec import (
+    IMPORT_PATH_RE,
+    POPULATION_SCHEDULERS,
+    ExperimentSpec,
+    SpecError,
+    SpecIssue,
+)
 from tuner.trials._algorithms import (
     ENV_CONFIG_PREFIX,
     MODEL_PREFIX,
@@ -15,6 +21,7 @@ from tuner.trials._algorithms import (
     rllib_keys,
 )
 from tuner.trials._envs import check_env
+from tuner.trials._schedulers import PB2_KINDS
 
 # Spec sections own these; setting them under `config` would fight the spec.
 _OWNED_BY_SPEC = {
@@ -163,6 +170,30 @@ def validate_spec(
                     msg="pbt mutates from sampled domains; use choice",
                 )
             )
+        if spec.scheduler.type == "pb2" and "." not in key and dom.kind not in PB2_KINDS:
+            issues.append(
+                SpecIssue(
+                    loc=f"search.space.{key}",
+                    value=str(dom),
+                    msg=f"scheduler pb2 needs [low, high] bounds; {dom.kind} has none: use "
+                    + ", ".join(PB2_KINDS)
+                    + (
+                        f" (search.space is omitted: this is {spec.algorithm}'s default space; "
+                        "give search.space)"
+                        if spec.search.space is None
+                        else ""
+                    ),
+                )
+            )
+    if spec.scheduler.type in POPULATION_SCHEDULERS and not any("." not in k for k in space):
+        issues.append(
+            SpecIssue(
+                loc="search.space",
+                value=sorted(space),
+                msg=f"scheduler {spec.scheduler.type} perturbs RLlib settings of the space, and "
+                "it has none (model.* and env_config.* keys are sampled once per trial)",
+            )
+        )
     if issues:
         raise SpecError(issues)
     if user_code:  # RLlib would import them while building the config: the driver checks
