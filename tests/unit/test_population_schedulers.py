@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+from ray.tune.schedulers.pbt import _explore
 
 from tuner.spec import SpecError, parse_spec
 from tuner.trials import validate_spec
@@ -99,7 +100,8 @@ def test_pb2_accepts_continuous_keys_and_samples_model_keys_once():
 
 
 def test_pbt_mutates_each_key_where_the_config_keeps_it():
-    s = spec(search={"space": CONTINUOUS}, scheduler={"type": "pbt"})
+    space = {**CONTINUOUS, "gamma": {"choice": [0.95, 0.99]}}
+    s = spec(search={"space": space}, scheduler={"type": "pbt"})
     space = dict(s.search.space)
     params = param_space(s, space)
     scheduler = build_scheduler(s.scheduler, space, params)
@@ -108,8 +110,16 @@ def test_pbt_mutates_each_key_where_the_config_keeps_it():
         "clip_param",
         "num_epochs",
         "_train_batch_size_per_learner",
+        "gamma",
     }
     assert set(scheduler._hyperparam_mutations) <= set(params)
+    # a choice moves to a neighbouring value, never off the list (0.99 * 1.2)
+    assert scheduler._hyperparam_mutations["gamma"] == [0.95, 0.99]
+    sampled = {"lr": 1e-3, "clip_param": 0.2, "num_epochs": 2, "gamma": 0.99}
+    sampled["_train_batch_size_per_learner"] = 256
+    for _ in range(20):
+        new, _ = _explore(sampled, scheduler._hyperparam_mutations, 0.25, (1.2, 0.8), None)
+        assert new["gamma"] in (0.95, 0.99)
 
 
 @pytest.mark.parametrize("scheduler", ["pbt", "pb2"])

@@ -27,6 +27,14 @@ def perturbed_keys(space: dict[str, Domain]) -> list[str]:
     return [key for key in space if "." not in key]
 
 
+def pbt_mutation(dom: Domain) -> Any:
+    """What PBT perturbs a key with: a choice's values as a list (PBT moves to a
+    neighbouring value or resamples; as a Tune domain it would multiply the value by 0.8
+    or 1.2 and leave the choices: gamma 0.99 -> 1.188), else the Tune domain (multiplied
+    by 0.8 or 1.2, rounded for an integer, or resampled)."""
+    return list(dom.args) if dom.kind == "choice" else dom.to_tune()
+
+
 def pb2_bounds(space: dict[str, Domain]) -> dict[str, list[float]]:
     """PB2's `hyperparam_bounds` by search-space key: [low, high] of each continuous
     domain (a quniform's step and a loguniform's log scale are not PB2's: it picks
@@ -63,7 +71,7 @@ def build_scheduler(
         )
     if spec.type == "pbt":
         mutations: dict[str, Any] = {
-            config_path(key, config)[0]: space[key].to_tune() for key in perturbed_keys(space)
+            config_path(key, config)[0]: pbt_mutation(space[key]) for key in perturbed_keys(space)
         }
         return PopulationBasedTraining(
             time_attr=spec.time_attr,
