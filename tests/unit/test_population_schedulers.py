@@ -171,3 +171,18 @@ def test_every_optimizer_of_a_learner_gets_its_own_lr_back():
     lrs = optimizer_lrs(restored)
     assert lrs["default_policy/policy"] == pytest.approx(3e-4)
     assert lrs["default_policy/qf"] == pytest.approx(4e-4)
+
+
+@pytest.mark.parametrize("scheduler", ["pbt", "pb2"])
+def test_a_population_of_one_is_warned_about(scheduler):
+    def warnings(num_samples):
+        return validate_spec(
+            spec(
+                search={"num_samples": num_samples, "space": {"lr": CONTINUOUS["lr"]}},
+                scheduler={"type": scheduler},
+            ),
+            build_env=False,
+        )
+
+    assert any("perturbs nothing" in w for w in warnings(1))
+    assert not any("perturbs nothing" in w for w in warnings(4))

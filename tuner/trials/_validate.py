@@ -120,6 +120,11 @@ def validate_spec(
     )
     issues: list[SpecIssue] = []
     warnings = preset_warnings(spec.algorithm)
+    if spec.scheduler.type in POPULATION_SCHEDULERS and grid_trials(spec, space) < 2:
+        warnings.append(
+            f"scheduler {spec.scheduler.type} with one trial perturbs nothing: a trial "
+            "only ever clones a better one (search.num_samples >= 2, 4 or more to be useful)"
+        )
     known = rllib_keys(spec.base_algorithm)
     for key, value in spec.config.items():
         if key in _OWNED_BY_SPEC:
