@@ -68,6 +68,9 @@ PER_ID_METRICS: tuple[str, ...] = (
 # learner stats whose name holds one of these words are logged as learners/<module>/<key>
 LEARNER_WORDS: tuple[str, ...] = ("loss", "entropy", "mean_kl", "qf_mean", "alpha_value")
 LEARNERS_PREFIX = "learners/"
+# pbt/pb2 only: the searched values each iteration trained with (a child run's params
+# keep the values the trial started with): hparams/<search-space key>
+HPARAMS_PREFIX = "hparams/"
 STEP_KEY = "num_env_steps_sampled_lifetime"  # the x axis of every metric history
 ITERATION_KEY = "training_iteration"
 

@@ -34,6 +34,9 @@ ALGORITHMS: tuple[str, ...] = registry.base_algorithms()
 PRESETS: tuple[str, ...] = registry.presets()
 
 MAX_ASHA_RUNGS = 30
+# Schedulers that perturb hyperparameters of running trials (Tune refuses a searcher
+# such as Optuna with them).
+POPULATION_SCHEDULERS: tuple[str, ...] = ("pbt", "pb2")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A gymnasium id ("CartPole-v1", "ALE/Pong-v5") or "package.module:ClassOrFactory".
 GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$")
@@ -135,10 +138,14 @@ class SearchSpec(_Model):
 class SchedulerSpec(_Model):
     """Trial scheduler (early stopping / population based training)."""
 
-    type: Literal["fifo", "asha", "median", "pbt"] = Field(
+    type: Literal["fifo", "asha", "median", "pbt", "pb2"] = Field(
         "fifo",
         description="fifo runs every trial to its stop criteria; asha and median "
-        "stop poor trials early; pbt perturbs hyperparameters from the search space.",
+        "stop poor trials early; pbt perturbs hyperparameters from the search space; pb2 "
+        "(Population Based Bandits) picks the new values with a Gaussian-process bandit "
+        "within the [low, high] bounds of the space's uniform, loguniform, randint and "
+        "quniform domains (a choice or grid key is an error). Neither combines with "
+        "search.method optuna.",
     )
     time_attr: Literal["training_iteration", "num_env_steps_sampled_lifetime", "time_total_s"] = (
         Field("training_iteration", description="Result key that measures a trial's progress.")
@@ -148,7 +155,9 @@ class SchedulerSpec(_Model):
     )
     max_t: int = Field(100, ge=1, description="asha: the most progress any trial gets.")
     reduction_factor: float = Field(3.0, gt=1, description="asha: halving rate.")
-    perturbation_interval: int = Field(2, ge=1, description="pbt: progress between perturbations.")
+    perturbation_interval: int = Field(
+        2, ge=1, description="pbt/pb2: progress (time_attr) between perturbations."
+    )
 
     @model_validator(mode="after")
     def _grace_below_max(self) -> SchedulerSpec:
@@ -558,10 +567,21 @@ class ExperimentSpec(_Model):
             raise ValueError(f"{v!r} is not a result key such as 'env_runners/episode_return_mean'")
         return v
 
+    @field_validator("scheduler")
+    @classmethod
+    def _population_needs_tune_sampling(
+        cls, v: SchedulerSpec, info: ValidationInfo
+    ) -> SchedulerSpec:
+        search = info.data.get("search")
+        if v.type in POPULATION_SCHEDULERS and search is not None and search.method == "optuna":
+            raise ValueError(
+                f"scheduler.type {v.type!r} cannot be combined with search.method 'optuna' "
+                "(the scheduler picks the new values itself); use method random or grid"
+            )
+        return v
+
     @model_validator(mode="after")
     def _cross_checks(self) -> ExperimentSpec:
-        if self.scheduler.type == "pbt" and self.search.method == "optuna":
-            raise ValueError("scheduler.type 'pbt' cannot be combined with search.method 'optuna'")
         if self.metric.startswith("evaluation/") and not self.evaluation.interval:
             raise ValueError(f"metric {self.metric!r} needs evaluation.interval")
         self._check_multi_agent_metric()

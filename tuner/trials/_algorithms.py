@@ -145,6 +145,45 @@ def _nan_losses(result: dict[str, Any]) -> list[str]:
     return bad
 
 
+def optimizer_lrs(learner: Any) -> dict[str, float]:
+    """The learning rate of each of a Learner's (torch) optimizers, keyed
+    `<module id>/<optimizer name>` (PPO: `default_policy/default_optimizer`)."""
+    out = {}
+    for module_id in list(learner.module.keys()):
+        for name, optimizer in learner.get_optimizers_for_module(module_id):
+            groups = getattr(optimizer, "param_groups", None)
+            if groups:
+                out[f"{module_id}/{name}"] = float(groups[0]["lr"])
+    return out
+
+
+def reapply_config_lrs(learner: Any, timestep: int) -> dict[str, float]:
+    """Sets each optimizer's learning rate back to what the Learner's own config says
+    (the lr Scheduler RLlib built from it, at `timestep`); returns the lrs set.
+
+    A restored checkpoint's optimizer state carries the learning rate of the config
+    that saved it: torch's `load_state_dict` puts its param_groups, lr included, over
+    the fresh optimizer. RLlib sets the configured lr again only after the next
+    update, so a trial that restores another trial's checkpoint with a new lr (PBT and
+    PB2's exploit) trains its first iteration with the old one (the PyTorch analogue of
+    ray-project/ray#62173 on the new API stack). Optimizers a torch LRScheduler drives
+    (`_torch_lr_scheduler_classes`) are left alone: those schedulers own their lr."""
+    if getattr(learner, "_lr_schedulers", None):
+        return {}
+    schedules = getattr(learner, "_optimizer_lr_schedules", {})
+    out = {}
+    for module_id in list(learner.module.keys()):
+        for name, optimizer in learner.get_optimizers_for_module(module_id):
+            schedule = schedules.get(optimizer)
+            if schedule is None or not getattr(optimizer, "param_groups", None):
+                continue
+            lr = float(schedule.update(timestep=timestep))
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            out[f"{module_id}/{name}"] = lr
+    return out
+
+
 class _SweepTrialMixin:
     """Seeds the trial from its index and checks every iteration for NaN losses."""
 
@@ -157,6 +196,9 @@ class _SweepTrialMixin:
         super().__init__(config=config, env=env, **kwargs)
 
     def step(self) -> dict[str, Any]:
+        # Read before the update: RLlib moves an lr only after it (a schedule's next
+        # value), so this is the lr every gradient step of this iteration used.
+        lrs = self._learner_lrs()
         result = super().step()
         bad = _nan_losses(result)
         if bad:
@@ -169,8 +211,36 @@ class _SweepTrialMixin:
             "seed": self.config.seed,
             "node_id": ray.get_runtime_context().get_node_id(),
             "device": _learner_device(self.config),
+            "optimizer_lr": lrs,
         }
         return result
+
+    def _learner_lrs(self) -> dict[str, float]:
+        """The optimizer lrs of the first Learner (all Learners share one config)."""
+        group = getattr(self, "learner_group", None)
+        if group is None:
+            return {}
+        results = group.foreach_learner(optimizer_lrs)
+        return next((r.get() for r in results if r.ok), {})
+
+    def load_checkpoint(self, checkpoint_dir: str) -> None:
+        """Restores the checkpoint, then the searched values of this trial's own config
+        where the checkpoint put the saving trial's instead.
+
+        Every searched setting is read from `self.config` (the config this trial was
+        started with, after a PBT/PB2 exploit the perturbed one), which a checkpoint
+        never replaces on the new API stack, except the optimizers' learning rates,
+        which travel in the optimizer state (see `reapply_config_lrs`)."""
+        super().load_checkpoint(checkpoint_dir)
+        group = getattr(self, "learner_group", None)
+        if group is None:
+            return
+        from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+        steps = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+        for call in group.foreach_learner(reapply_config_lrs, timestep=int(steps)):
+            if not call.ok:
+                raise call.get()
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         super().save_checkpoint(checkpoint_dir)

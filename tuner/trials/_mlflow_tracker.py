@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from ray.tune import Callback
 
 from tuner import mlflow_names as names
-from tuner.spec import ExperimentSpec
+from tuner.spec import POPULATION_SCHEDULERS, ExperimentSpec
 from tuner.trials._algorithms import (
     CONFIRM_KEY,
     apply_values,
@@ -31,7 +31,7 @@ from tuner.trials._algorithms import (
     seed_of,
     stage_of,
 )
-from tuner.trials._mlflow_metrics import flatten, result_metrics
+from tuner.trials._mlflow_metrics import flatten, number, result_metrics
 from tuner.trials._mlflow_writer import RunWriter
 from tuner.views import SweepSummary
 
@@ -281,6 +281,8 @@ class MLflowTracker(Callback):
         step = int(result.get(names.STEP_KEY) or it)
         now = int(time.time() * 1000)
         metrics = result_metrics(result, (self.metric,))
+        if self.spec.scheduler.type in POPULATION_SCHEDULERS:
+            metrics.update(self._hparams(result, trial))
         batch = [Metric(k, v, now, step) for k, v in metrics.items()]
         # Off Tune's loop: the next iteration is scheduled only after this callback returns.
         runs = self.runs
@@ -294,6 +296,23 @@ class MLflowTracker(Callback):
             }
             runs.log(run_id, tags={k: str(v) for k, v in tags.items() if v})
             self.tagged_nodes.add(trial.trial_id)
+
+    def _hparams(self, result: dict, trial: Any) -> dict[str, float]:
+        """pbt/pb2: the searched values this iteration trained with, as metrics
+        (`hparams/<key>`): an exploit changes them mid-trial, and the child run's params
+        (write-once) keep the values the trial started with. Read from the result's own
+        config (the trainable's): by the time callbacks see a result, Tune's trial
+        config may already hold the values of the exploit this result set off."""
+        config = result.get("config")
+        if not isinstance(config, dict):
+            config = trial.config
+        values = sampled_values(config, self.space_keys)
+        out = {}
+        for key, value in values.items():
+            num = number(value)
+            if num is not None:
+                out[f"{names.HPARAMS_PREFIX}{key}"] = num
+        return out
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.flush()

@@ -126,19 +126,19 @@ def build_tuner(
         )
         params = confirm_param_space(spec, confirm_runs)
     else:
+        params = param_space(spec, space)
         tune_config = tune.TuneConfig(
             metric=spec.metric,
             mode=spec.mode,
             num_samples=spec.search.num_samples,
             search_alg=_search_alg(spec),
-            scheduler=build_scheduler(spec.scheduler, space),
+            scheduler=build_scheduler(spec.scheduler, space, params),
             max_concurrent_trials=spec.max_concurrent_trials
             if spec.search.method == "optuna"
             else None,
             time_budget_s=spec.stop.time_budget_s,
             reuse_actors=False,
         )
-        params = param_space(spec, space)
     return tune.Tuner(
         _with_resources(spec),
         param_space=params,

@@ -6,7 +6,13 @@ from collections.abc import Sequence
 
 from tuner._code_refs import check_code_refs, check_space_code_refs, module_allowed
 from tuner.search_spaces import Domain, resolve_space
-from tuner.spec import IMPORT_PATH_RE, ExperimentSpec, SpecError, SpecIssue
+from tuner.spec import (
+    IMPORT_PATH_RE,
+    POPULATION_SCHEDULERS,
+    ExperimentSpec,
+    SpecError,
+    SpecIssue,
+)
 from tuner.trials._algorithms import (
     ENV_CONFIG_PREFIX,
     MODEL_PREFIX,
@@ -15,6 +21,7 @@ from tuner.trials._algorithms import (
     rllib_keys,
 )
 from tuner.trials._envs import check_env
+from tuner.trials._schedulers import PB2_KINDS
 
 # Spec sections own these; setting them under `config` would fight the spec.
 _OWNED_BY_SPEC = {
@@ -116,6 +123,11 @@ def validate_spec(
     )
     issues: list[SpecIssue] = []
     warnings = preset_warnings(spec.algorithm)
+    if spec.scheduler.type in POPULATION_SCHEDULERS and grid_trials(spec, space) < 2:
+        warnings.append(
+            f"scheduler {spec.scheduler.type} with one trial perturbs nothing: a trial "
+            "only ever clones a better one (search.num_samples >= 2, 4 or more to be useful)"
+        )
     known = rllib_keys(spec.base_algorithm)
     for key, value in spec.config.items():
         if key in _OWNED_BY_SPEC:
@@ -158,14 +170,7 @@ def validate_spec(
                     msg=f"unknown RLlib {spec.base_algorithm} setting",
                 )
             )
-        if spec.scheduler.type == "pbt" and dom.kind == "grid":
-            issues.append(
-                SpecIssue(
-                    loc=f"search.space.{key}",
-                    value=str(dom),
-                    msg="pbt mutates from sampled domains; use choice",
-                )
-            )
+    issues += population_issues(spec, space)
     if issues:
         raise SpecError(issues)
     if user_code:  # RLlib would import them while building the config: the driver checks
@@ -192,6 +197,46 @@ def validate_spec(
             metric=spec.metric,
         )
     return warnings
+
+
+def population_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
+    """What pbt / pb2 cannot perturb in the space: grid keys (pbt), keys without
+    [low, high] bounds (pb2), a space of model.* / env_config.* keys only."""
+    issues: list[SpecIssue] = []
+    for key, dom in space.items():
+        if spec.scheduler.type == "pbt" and dom.kind == "grid":
+            issues.append(
+                SpecIssue(
+                    loc=f"search.space.{key}",
+                    value=str(dom),
+                    msg="pbt mutates from sampled domains; use choice",
+                )
+            )
+        if spec.scheduler.type == "pb2" and "." not in key and dom.kind not in PB2_KINDS:
+            issues.append(
+                SpecIssue(
+                    loc=f"search.space.{key}",
+                    value=str(dom),
+                    msg=f"scheduler pb2 needs [low, high] bounds; {dom.kind} has none: use "
+                    + ", ".join(PB2_KINDS)
+                    + (
+                        f" (search.space is omitted: this is {spec.algorithm}'s default space; "
+                        "give search.space)"
+                        if spec.search.space is None
+                        else ""
+                    ),
+                )
+            )
+    if spec.scheduler.type in POPULATION_SCHEDULERS and not any("." not in k for k in space):
+        issues.append(
+            SpecIssue(
+                loc="search.space",
+                value=sorted(space),
+                msg=f"scheduler {spec.scheduler.type} perturbs RLlib settings of the space, and "
+                "it has none (model.* and env_config.* keys are sampled once per trial)",
+            )
+        )
+    return issues
 
 
 def _too_many_trials(spec: ExperimentSpec, space: dict[str, Domain], most: int) -> list[SpecIssue]:
@@ -229,6 +274,7 @@ def _validate_custom(
                     msg="`model.` keys are RLlib's; your training loop gets plain config keys",
                 )
             )
+    refs += population_issues(spec, space)
     if max_trials is not None:
         refs += _too_many_trials(spec, space, max_trials)
     if refs:

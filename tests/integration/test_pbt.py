@@ -1,0 +1,141 @@
+"""PBT and PB2 on real Ray Tune and RLlib: after an exploit, the trial trains with the
+perturbed value, read from the running algorithm (its optimizer's learning rate, read
+before each update), not from Tune's idea of the trial's config.
+
+Ray #62173: a trial that restores the cloned trial's checkpoint gets that trial's
+optimizer state, learning rate included, so without `_SweepTrialMixin.load_checkpoint`
+the first iteration after every exploit trains with the old value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import tiny_spec
+from tuner.mlflow_names import HPARAMS_PREFIX
+from tuner.store import Store
+from tuner.trials import TrackingConfig, run_sweep
+from tuner.trials._store_callback import StoreRecorder
+
+pytestmark = pytest.mark.integration
+
+LR = "default_policy/default_optimizer"
+
+
+def results_by_trial(experiment: Path) -> dict[str, list[dict]]:
+    """Every trial's result.json, one dict per iteration."""
+    out = {}
+    for path in experiment.glob("*/result.json"):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        out[rows[0]["trial_id"]] = rows
+    return out
+
+
+def exploits(experiment: Path) -> list[list]:
+    """The scheduler's own log of exploits (PB2's too): [trial tag, cloned trial tag,
+    trial iteration, cloned trial iteration, cloned config, new config] per line."""
+    path = experiment / "pbt_global.txt"
+    assert path.exists(), sorted(p.name for p in experiment.iterdir())
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("scheduler", ["pbt", "pb2"])
+def test_an_exploited_trial_trains_with_the_perturbed_values(ray_local, tmp_path, scheduler):
+    spec = tiny_spec(
+        search={
+            "method": "random",
+            "num_samples": 2,
+            "space": {"lr": {"loguniform": [1e-4, 1e-2]}, "clip_param": {"uniform": [0.1, 0.3]}},
+        },
+        # ranked by the learning rate itself, so which trial is exploited does not hang on
+        # CartPole's luck: the lower-lr trial clones the other every interval
+        metric=f"learners/{LR}_learning_rate",
+        scheduler={"type": scheduler, "perturbation_interval": 1},
+        stop={"training_iteration": 5},
+        checkpoint={"at_end": False, "num_to_keep": None},
+        seed=1,
+    )
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store_url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    store = Store(store_url)
+    record = store.create_experiment(name=spec.name, spec={}, warnings=[])
+    space = list(spec.search.space)
+    summary = run_sweep(
+        spec,
+        storage_path=tmp_path / "tune",
+        progress=False,
+        callbacks=[StoreRecorder(store_url, record.id, spec.metric, spec.mode, space, spec.seed)],
+        tracking=TrackingConfig(tracking_uri=uri, artifact_location=(tmp_path / "a").as_uri()),
+    )
+    assert summary.status == "SUCCEEDED", summary.trials
+    experiment = Path(summary.path)
+    rows = results_by_trial(experiment)
+    assert len(rows) == 2 and all(len(r) >= 5 for r in rows.values()), rows.keys()
+
+    # every iteration of every trial trained with the lr of the config it runs
+    for trial_id, trial_rows in rows.items():
+        for row in trial_rows:
+            trained = row["tuner"]["optimizer_lr"][LR]
+            assert trained == pytest.approx(row["config"]["lr"], rel=1e-6), (
+                trial_id,
+                row["training_iteration"],
+                row["iterations_since_restore"],
+            )
+
+    logged = exploits(experiment)
+    perturbed = [e for e in logged if e[5]["lr"] != e[4]["lr"]]
+    assert perturbed, logged
+    for *_, cloned, new in logged:
+        # only the searched keys change (Ray's own PB2 would drop every empty dict of
+        # the RLlib config: tuner.trials._pb2.TunerPB2)
+        assert {k: v for k, v in new.items() if k not in space} == {
+            k: v for k, v in cloned.items() if k not in space
+        }
+    for _, _, _, clone_iteration, cloned, new in perturbed:
+        # the trial restored from the clone's checkpoint and ran its next iteration with
+        # the new values, where the checkpoint's optimizer state held the cloned lr
+        after = [
+            row
+            for trial_rows in rows.values()
+            for row in trial_rows
+            if row["iterations_since_restore"] == 1
+            and row["training_iteration"] == clone_iteration + 1
+            and row["config"]["lr"] == pytest.approx(new["lr"])
+        ]
+        assert after, (clone_iteration, new["lr"], rows)
+        for row in after:
+            assert row["tuner"]["optimizer_lr"][LR] == pytest.approx(new["lr"], rel=1e-6)
+            assert row["tuner"]["optimizer_lr"][LR] != pytest.approx(cloned["lr"], rel=1e-6)
+            assert row["config"]["clip_param"] == pytest.approx(new["clip_param"])
+
+    # what the sweep reports as a trial's values is what it ran with last: the summary,
+    # and the store's row (the live view, rewritten each time a trial restarts)
+    exploited = {
+        trial_id
+        for trial_id, trial_rows in rows.items()
+        if len({row["config"]["lr"] for row in trial_rows}) > 1
+    }
+    assert exploited
+    for view in summary.trials:
+        last = rows[view.trial_id][-1]["config"]
+        assert view.config == pytest.approx({k: last[k] for k in space})
+        assert store.get_trial(record.id, view.trial_id).config == pytest.approx(view.config)
+    # MLflow: params (write-once) keep the first values; hparams/<key> follows each
+    # iteration's values
+    client = MlflowClient(tracking_uri=uri)
+    for view in summary.trials:
+        first = rows[view.trial_id][0]["config"]
+        params = client.get_run(view.mlflow_run_id).data.params
+        assert float(params["lr"]) == pytest.approx(first["lr"])
+        history = sorted(
+            client.get_metric_history(view.mlflow_run_id, f"{HPARAMS_PREFIX}lr"),
+            key=lambda m: (m.timestamp, m.step),
+        )
+        ran = [row["config"]["lr"] for row in rows[view.trial_id]]
+        assert history and all(any(m.value == pytest.approx(v) for v in ran) for m in history)
+        assert history[-1].value == pytest.approx(ran[-1])
+        if view.trial_id in exploited:
+            assert len({m.value for m in history}) > 1, history
