@@ -73,46 +73,32 @@ def one_trial(algorithm: str, steps: int, rllib_own: bool) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps, 1 repeat")
+    parser.add_argument("--only", nargs="*", choices=list(CASES), help="algorithms")
     args = parser.parse_args()
     import ray
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     steps = {"DQN": 256, "SAC": 128} if args.quick else {"DQN": 1024, "SAC": 512}
     repeats = 1 if args.quick else 3
-    rows, lines = [], []
-    for algorithm in CASES:
+    headers = [
+        "algorithm",
+        "default env steps/s",
+        "RLlib auto env steps/s",
+        "speed-up",
+        "trained/sampled (ours)",
+        "trained/sampled (RLlib)",
+    ]
+    for algorithm in args.only or list(CASES):
         ours, theirs = [], []
         for _ in range(repeats):  # interleaved, so load drifts hit both alike
             ours.append(one_trial(algorithm, steps[algorithm], rllib_own=False))
             theirs.append(one_trial(algorithm, steps[algorithm], rllib_own=True))
         o = sum(r["steps_per_s"] for r in ours) / repeats
         t = sum(r["steps_per_s"] for r in theirs) / repeats
-        rows.append(
-            [
-                algorithm,
-                f"{o:.1f}",
-                f"{t:.1f}",
-                f"{o / t:.2f}",
-                ours[0]["ratio"],
-                theirs[0]["ratio"],
-            ]
-        )
-        lines.append(ratio_line(f"performance_default_{algorithm}_speedup", o / t, ">= 1"))
-    print(
-        table(
-            [
-                "algorithm",
-                "default env steps/s",
-                "RLlib auto env steps/s",
-                "speed-up",
-                "trained/sampled (ours)",
-                "trained/sampled (RLlib)",
-            ],
-            rows,
-        )
-    )
-    for line in lines:
-        print(line)
+        row = [algorithm, f"{o:.1f}", f"{t:.1f}", f"{o / t:.2f}"]
+        row += [f"{ours[0]['ratio']:g}", f"{theirs[0]['ratio']:g}"]
+        print(table(headers, [row]), flush=True)  # each as it is measured
+        print(ratio_line(f"performance_default_{algorithm}_speedup", o / t, ">= 1"), flush=True)
     ray.shutdown()
 
 
