@@ -53,7 +53,7 @@ def test_builds_and_trains_one_iteration(ray_local, algorithm):
     assert losses and all(math.isfinite(v) for v in losses), learner.keys()
 
 
-@pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
+@pytest.mark.parametrize("algorithm", ["DQN", "Rainbow_DQN"])
 def test_performance_defaults_train_as_many_samples_per_step_as_rllib(ray_local, algorithm):
     """RLlib's own counters: with the performance default's 32-step sample rounds the
     trial trains train_batch_size samples per env step, as RLlib's defaults (one step, one
@@ -66,7 +66,7 @@ def test_performance_defaults_train_as_many_samples_per_step_as_rllib(ray_local,
         {
             "name": f"ratio-{algorithm}",
             "algorithm": algorithm,
-            "env": "Pendulum-v1" if algorithm == "SAC" else "CartPole-v1",
+            "env": "CartPole-v1",
             "config": {
                 "train_batch_size_per_learner": batch,
                 "num_steps_sampled_before_learning_starts": 0,
@@ -77,11 +77,12 @@ def test_performance_defaults_train_as_many_samples_per_step_as_rllib(ray_local,
     )
     algo = trainable_for(spec)(config={**trial_params(spec), "seed": 0})
     try:
-        assert algo.config.rollout_fragment_length == 32
+        assert algo.config.rollout_fragment_length % 32 in (0, 1)  # 32, 33 for n_step 3
         result = algo.train()
     finally:
         algo.stop()
     sampled = result["num_env_steps_sampled_lifetime"]
     trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
-    assert sampled >= 64 and sampled % 32 == 0
-    assert trained / sampled == batch
+    n_step = algo.config.n_step if isinstance(algo.config.n_step, int) else algo.config.n_step[1]
+    assert sampled >= 64 and sampled % algo.config.rollout_fragment_length == 0
+    assert trained / sampled == pytest.approx(batch / n_step)  # RLlib's default ratio

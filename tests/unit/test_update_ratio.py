@@ -21,7 +21,13 @@ from tuner.trials._algorithms import (
 )
 from tuner.trials._tuner import trial_params
 
-OFF_POLICY = [a for a in ALGORITHMS + PRESETS if registry.base_algorithm(a) in ("DQN", "SAC")]
+# every algorithm and preset whose trials sample in rounds (DQN and its presets); SAC has
+# no such default (measured slower), so it keeps RLlib's own settings untouched
+OFF_POLICY = [
+    a
+    for a in ALGORITHMS + PRESETS
+    if registry.get(a).performance_defaults.get("rollout_fragment_length")
+]
 
 
 def spec_of(algorithm: str, **patch):
@@ -78,6 +84,14 @@ def test_a_spec_that_sets_the_ratio_itself_gets_exactly_what_it_set(patch):
     assert HOLD_RATIO_KEY not in trial_params(spec)
 
 
-def test_on_policy_algorithms_have_no_ratio_to_hold():
-    for algorithm in ("PPO", "APPO", "IMPALA"):
-        assert not holds_update_ratio(spec_of(algorithm))
+def test_the_rest_have_no_ratio_to_hold():
+    dqn = {a for a in ALGORITHMS + PRESETS if registry.base_algorithm(a) == "DQN"}
+    assert set(OFF_POLICY) == dqn
+    for algorithm in ("PPO", "APPO", "IMPALA", "SAC"):
+        spec = spec_of(algorithm)
+        assert not holds_update_ratio(spec)
+        assert HOLD_RATIO_KEY not in trial_params(spec)
+        assert (
+            trial_params(spec)["rollout_fragment_length"]
+            == build_config(spec).rollout_fragment_length
+        )  # RLlib's own
