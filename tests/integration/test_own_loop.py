@@ -45,8 +45,10 @@ def test_a_generator_is_swept_scheduled_and_tracked(ray_local, tmp_path):
     assert summary.status == "SUCCEEDED", summary
     assert sorted(t.config["lr"] for t in summary.trials) == [0.001, 0.01]
     assert sorted(t.seed for t in summary.trials) == [5, 6]
-    # 2 episodes an iteration: stop.metrics (episodes_total >= 4) ends each at iteration 2
-    assert [t.iterations for t in summary.trials] == [2, 2]
+    # 2 episodes an iteration: stop.metrics (episodes_total >= 4) ends a trial at iteration
+    # 2, before training_iteration's 3; ASHA (grace 1) may cut the worse one at 1
+    assert max(t.iterations for t in summary.trials) == 2
+    assert min(t.iterations for t in summary.trials) >= 1
     for trial in summary.trials:
         assert trial.metric is not None and 1 <= trial.metric <= 50  # max_episode_steps
     assert summary.best.metric_value == max(t.score for t in summary.trials)
@@ -54,7 +56,8 @@ def test_a_generator_is_swept_scheduled_and_tracked(ray_local, tmp_path):
     assert len(children) == 2
     for child in children:
         assert math.isfinite(child.data.metrics["loss"])  # what the loop yields, all of it
-        assert child.data.metrics["episodes_total"] == 4
+        iterations = child.data.metrics["training_iteration"]
+        assert child.data.metrics["episodes_total"] == 2 * iterations  # as yielded
         assert child.data.params["algorithm"] == f"{LOOPS}:reinforce"
         assert float(child.data.params["lr"]) in (0.001, 0.01)
 
