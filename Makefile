@@ -31,12 +31,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 setup: $(VENV)/.installed
 
 lint: setup
-	$(VENV)/bin/ruff check tuner tests bench
-	$(VENV)/bin/ruff format --check tuner tests bench
+	$(VENV)/bin/ruff check tuner tests bench experiments
+	$(VENV)/bin/ruff format --check tuner tests bench experiments
 
 format: setup
-	$(VENV)/bin/ruff check --fix tuner tests bench
-	$(VENV)/bin/ruff format tuner tests bench
+	$(VENV)/bin/ruff check --fix tuner tests bench experiments
+	$(VENV)/bin/ruff format tuner tests bench experiments
 
 test: setup .system-deps lint
 	$(VENV)/bin/pytest -p no:cacheprovider tests
