@@ -86,7 +86,9 @@ def test_an_exploited_trial_trains_with_the_perturbed_values(ray_local, tmp_path
             )
 
     logged = exploits(experiment)
-    perturbed = [e for e in logged if e[5]["lr"] != e[4]["lr"]]
+    # an exploit whose explore landed on (about) the same lr tells nothing: PB2 can pick
+    # the cloned value again, e.g. at a bound
+    perturbed = [e for e in logged if e[5]["lr"] != pytest.approx(e[4]["lr"], rel=1e-3)]
     assert perturbed, logged
     for *_, cloned, new in logged:
         # only the searched keys change (Ray's own PB2 would drop every empty dict of
