@@ -72,8 +72,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-def table(headers: list[str], rows: list[list[Any]]) -> str:
-    """A plain-text table with right-aligned columns."""
+def table(headers: list[str], rows: list[list[Any]], align: str = "right") -> str:
+    """A plain-text table, columns right-aligned (or `align="left"`)."""
 
     def cell(v: Any) -> str:
         if isinstance(v, float):
@@ -84,9 +84,10 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
 
     cells = [[cell(v) for v in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
+    pad = str.ljust if align == "left" else str.rjust
+    lines = ["  ".join(pad(h, w) for h, w in zip(headers, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines += ["  ".join(pad(c, w) for c, w in zip(r, widths, strict=True)) for r in cells]
     return "\n".join(lines)
 
 

@@ -49,7 +49,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from _common import run_timed
+from _common import run_timed, table
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -250,15 +250,6 @@ def fmt(value: float | None, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return f"{value:,.{digits}f}"
-
-
-def table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
-    return "\n".join(lines)
 
 
 def one_thread_env() -> dict[str, str]:
@@ -502,7 +493,7 @@ def report(algo: str, steps: int, sb3: list[dict[str, Any]], ours: list[dict[str
     title = f"{spec['name']} on {spec['env']}"
     print(f"\n--- {title}: {len(sb3)} seed(s), {steps:,} env steps each ---")
     print("matched settings (SB3 default -> RLlib 2.60 setting):")
-    print(table(["what", "SB3", "ours (RLlib)"], [list(m) for m in spec["matched"]]))
+    print(table(["what", "SB3", "ours (RLlib)"], [list(m) for m in spec["matched"]], "left"))
     print(f"not matched: {spec['unmatched']}")
     rows = []
     for i, (s, o) in enumerate(zip(sb3, ours, strict=True)):
@@ -538,7 +529,7 @@ def report(algo: str, steps: int, sb3: list[dict[str, Any]], ours: list[dict[str
         "SB3 last ret",
         "our last ret",
     ]
-    print(table(headers, rows))
+    print(table(headers, rows, "left"))
     sb3_tp = mean([s["env_steps"] / s["learn_s"] for s in sb3])
     our_tp = mean([o["env_steps"] / o["trial_s"] for o in ours])
     our_wall_tp = mean([o["env_steps"] / o["wall_s"] for o in ours])
