@@ -9,10 +9,11 @@ from typing import Any
 
 from tuner._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
 from tuner.spec import SpecError
+from tuner.views import Issue
 
 
 def _issue(loc: str, msg: str, value: Any = None) -> dict[str, Any]:
-    return {"issues": [{"loc": loc, "msg": msg, "value": value}]}
+    return {"issues": [Issue(loc=loc, msg=msg, value=value).model_dump(mode="json")]}
 
 
 def parse_body(raw: bytes, yaml_body: bool) -> Any:

@@ -28,6 +28,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from tuner import algorithms as registry
 from tuner.mlflow_names import AGENT_RETURNS, MODULE_RETURNS
 from tuner.search_spaces import Domain
+from tuner.views import Issue as SpecIssue  # the one {loc, msg, value} shape
 
 # Every algorithm and preset of the registry (tuner/algorithms/*.yaml).
 ALGORITHMS: tuple[str, ...] = registry.base_algorithms()
@@ -660,20 +661,6 @@ def _json_safe(value: Any) -> Any:
         return json.loads(json.dumps(value, default=repr))
     except (ValueError, TypeError, RecursionError):
         return repr(value)[:200]
-
-
-class SpecIssue(BaseModel):
-    """One problem with a spec: the field path, what is wrong and the bad value."""
-
-    loc: str = Field(..., description="Dotted field path, e.g. search.space.lr.")
-    msg: str = Field(..., description="What is wrong.")
-    value: Any = Field(None, description="The offending value.")
-
-    def __str__(self) -> str:
-        shown = json.dumps(self.value, default=str)
-        if len(shown) > 120:
-            shown = shown[:117] + "..."
-        return f"{self.loc}: {self.msg} (got {shown})"
 
 
 class SpecError(ValueError):

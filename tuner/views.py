@@ -8,6 +8,7 @@ them once, the routes return them. Nothing here imports Ray, FastAPI or SQLAlche
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -316,12 +317,19 @@ class Problem(_View):
 
 
 class Issue(_View):
-    """One problem with a request: where (a dotted field path, or a parameter's name),
-    what, and the value that was refused."""
+    """One problem with a spec or a request: where (a dotted field path, or a
+    parameter's name), what, and the value that was refused. Every 422 lists these;
+    `tuner.spec.SpecError` carries them (as `SpecIssue`, this model)."""
 
-    loc: str
-    msg: str
-    value: Any = None
+    loc: str = Field(..., description="Dotted field path, e.g. search.space.lr.")
+    msg: str = Field(..., description="What is wrong.")
+    value: Any = Field(None, description="The offending value.")
+
+    def __str__(self) -> str:
+        shown = json.dumps(self.value, default=str)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        return f"{self.loc}: {self.msg} (got {shown})"
 
 
 class Problems(_View):

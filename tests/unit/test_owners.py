@@ -102,10 +102,35 @@ def test_view_models_are_defined_once():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
                 defined.setdefault(node.name, []).append(str(path.relative_to(PACKAGE)))
-    for view in ("TrialView", "BestTrial", "MlflowLinks", "ExperimentView", "MetricPoint"):
+    for view in ("TrialView", "BestTrial", "MlflowLinks", "ExperimentView", "MetricPoint", "Issue"):
         assert defined[view] == ["views.py"], (view, defined[view])
-    for gone in ("TrialOut", "TrialRecord", "BestView", "MlflowView", "MetricPointOut"):
+    for gone in (
+        "TrialOut",
+        "TrialRecord",
+        "BestView",
+        "MlflowView",
+        "MetricPointOut",
+        "SpecIssue",
+    ):
         assert gone not in defined
+
+
+def test_a_problem_has_one_shape():
+    """{loc, msg, value}: `views.Issue`, which a SpecError carries and every 422 lists;
+    no module spells it again as a dict."""
+    from tuner import spec, views
+
+    assert spec.SpecIssue is views.Issue
+    assert spec.SpecError.one("a.b", "bad", 3).issues[0] == views.Issue(
+        loc="a.b", msg="bad", value=3
+    )
+    raw = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            keys = {k.value for k in getattr(node, "keys", []) if isinstance(k, ast.Constant)}
+            if isinstance(node, ast.Dict) and {"loc", "msg"} <= keys:
+                raw.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert raw == []
 
 
 @pytest.fixture

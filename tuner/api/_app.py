@@ -33,7 +33,7 @@ from tuner.service import Supervisor
 from tuner.settings import Settings
 from tuner.spec import ExperimentSpec
 from tuner.store import Store
-from tuner.views import Problems
+from tuner.views import Issue, Problems
 
 log = logging.getLogger("tuner.api")
 STATIC = Path(__file__).with_name("static")
@@ -98,11 +98,11 @@ async def _request_problems(request: Request, exc: Exception) -> JSONResponse:
             parts = parts[1:]
         value = err.get("input")
         detail.append(
-            {
-                "loc": ".".join(parts) or "(request)",
-                "msg": str(err.get("msg", "")).removeprefix("Value error, "),
-                "value": value if isinstance(value, str | int | float | bool | None) else None,
-            }
+            Issue(
+                loc=".".join(parts) or "(request)",
+                msg=str(err.get("msg", "")).removeprefix("Value error, "),
+                value=value if isinstance(value, str | int | float | bool | None) else None,
+            ).model_dump(mode="json")
         )
     return JSONResponse({"detail": detail}, status_code=422)
 

@@ -33,6 +33,7 @@ from tuner.views import (
     ExperimentList,
     ExperimentView,
     Health,
+    Issue,
     MetricSeries,
     NodeView,
     Plan,
@@ -184,7 +185,7 @@ async def create_experiment(
             settings.max_active_sweeps,
         )
     except service.TooMany as err:
-        problem = [{"loc": "(service)", "msg": str(err), "value": None}]
+        problem = [Issue(loc="(service)", msg=str(err)).model_dump(mode="json")]
         raise HTTPException(429, detail=problem) from None
     wake()
     return await run_in_threadpool(experiment_view, store, rec)
@@ -368,11 +369,11 @@ async def delete_experiment(
             raise HTTPException(
                 502,
                 detail=[
-                    {
-                        "loc": "purge",
-                        "msg": f"sweep deleted, but purging failed: {out['error']}",
-                        "value": left,
-                    }
+                    Issue(
+                        loc="purge",
+                        msg=f"sweep deleted, but purging failed: {out['error']}",
+                        value=left,
+                    ).model_dump(mode="json")
                 ],
             )
     return Response(status_code=204)

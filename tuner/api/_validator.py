@@ -9,10 +9,11 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from tuner import _checks
+from tuner.views import Issue
 
 
 def _one_issue(loc: str, msg: str) -> dict[str, Any]:
-    return {"issues": [{"loc": loc, "value": None, "msg": msg}]}
+    return {"issues": [Issue(loc=loc, msg=msg).model_dump(mode="json")]}
 
 
 class Validator:
@@ -69,15 +70,7 @@ class Validator:
         except (TimeoutError, BrokenProcessPool) as err:
             self.restart()
             why = "timed out" if isinstance(err, TimeoutError) else "crashed"
-            return {
-                "issues": [
-                    {
-                        "loc": "(spec)",
-                        "value": None,
-                        "msg": f"validation {why} (the env constructor or the body)",
-                    }
-                ]
-            }
+            return _one_issue("(spec)", f"validation {why} (the env constructor or the body)")
 
     def restart(self) -> None:
         """Kills the worker (its own process) and starts a fresh one."""

@@ -66,7 +66,7 @@ def plan_spec(
             check_fits(spec, nodes)
         except SpecError as err:
             fits = False
-            problems += [Issue(loc=i.loc, msg=i.msg, value=i.value) for i in err.issues]
+            problems += err.issues
     concurrent, limited_by = None, None
     if nodes is not None:
         cap = min(trials, spec.max_concurrent_trials or trials)
