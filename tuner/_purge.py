@@ -13,7 +13,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tuner.mlflow_names import TAG_PARENT, TAG_RUN
+from tuner.mlflow_names import TAG_PARENT, TAG_RUN, parse_model_version_uri
+from tuner.tune_paths import confirm_run
+from tuner.views import MlflowLinks
 
 
 def _under(path: str, root: str) -> bool:
@@ -44,29 +46,29 @@ def purge_tune_dir(tune_path: str, storage_root: str) -> bool:
     return True
 
 
-def purge_mlflow(tracking_uri: str, mlflow_info: dict[str, Any] | None, run_name: str) -> int:
+def purge_mlflow(tracking_uri: str, links: MlflowLinks | None, run_name: str) -> int:
     """Deletes the sweep's parent run, its trial runs and the model versions registered
     from them; the number of runs deleted."""
-    if not mlflow_info or not mlflow_info.get("parent_run_id"):
+    if links is None or not links.parent_run_id:
         return 0
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
-    parent = mlflow_info["parent_run_id"]
+    parent = links.parent_run_id
     try:
         client.get_run(parent)
     except MlflowException:
         return 0  # already gone
     children = client.search_runs(
-        [mlflow_info["experiment_id"]],
+        [links.experiment_id],
         filter_string=f"tags.`{TAG_PARENT}` = '{parent}'",
         max_results=50_000,
     )
     run_ids = {parent, *(r.info.run_id for r in children)}
-    uri = mlflow_info.get("model_version") or ""  # models:/<name>/<version>
-    if uri.startswith("models:/"):
-        name = uri.removeprefix("models:/").rsplit("/", 1)[0]
+    model = parse_model_version_uri(links.model_version or "")
+    if model is not None:
+        name = model[0]
         versions = client.search_model_versions(f"name = '{name}'")
         mine = [v for v in versions if v.run_id in run_ids or v.tags.get(TAG_RUN) == run_name]
         for version in mine:
@@ -82,15 +84,17 @@ def purge(
     tune_path: str | None,
     storage_root: str,
     tracking_uri: str,
-    mlflow_info: dict[str, Any] | None,
+    mlflow_info: MlflowLinks | dict[str, Any] | None,
     run_name: str,
 ) -> dict[str, Any]:
-    """Both purges; {"tune_dir": bool, "mlflow_runs": int} or {"error": why}."""
+    """Both purges; {"tune_dir": bool, "mlflow_runs": int} or {"error": why}.
+    `mlflow_info`: the sweep's MLflow links (as the store keeps them: a dict)."""
     try:
+        links = MlflowLinks.model_validate(mlflow_info) if mlflow_info else None
         removed = purge_tune_dir(tune_path, storage_root) if tune_path else False
-        if tune_path:  # the confirmation stage's run beside it (see trials._run)
-            removed = purge_tune_dir(f"{tune_path.rstrip('/')}-confirm", storage_root) or removed
-        runs = purge_mlflow(tracking_uri, mlflow_info, run_name)
+        if tune_path:  # the confirmation stage's run beside it
+            removed = purge_tune_dir(confirm_run(tune_path), storage_root) or removed
+        runs = purge_mlflow(tracking_uri, links, run_name)
     except Exception as err:  # noqa: BLE001 - reported to the caller (HTTP 502), store kept
         return {"error": f"{type(err).__name__}: {str(err)[:500]}"}
     return {"tune_dir": removed, "mlflow_runs": runs}

@@ -31,6 +31,8 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from tuner.mlflow_names import STAGE_SEARCH
+
 EVALUATORS: tuple[str, ...] = ("fanova", "ped_anova")
 MIN_TRIALS = 4
 # Optuna's defaults (64 trees, depth 64) take ~3 s of CPU for 200 trials; these take a
@@ -123,7 +125,8 @@ def sweep_importance(
     finished = [
         t
         for t in trials
-        if (_field(t, "stage") or "search") == "search" and _field(t, "status") == "TERMINATED"
+        if (_field(t, "stage") or STAGE_SEARCH) == STAGE_SEARCH
+        and _field(t, "status") == "TERMINATED"
     ]
     both = importances(finished, space, mode, min_trials=min_trials, value=value) or {}
     return {field: both.get(name, {}) for name, field in FIELDS.items()}

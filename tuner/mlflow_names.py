@@ -39,6 +39,14 @@ TAG_RAY_VERSION, TAG_RLLIB_VERSION, TAG_GYM_VERSION = (
 MOVED_PARAM_PREFIX = "tuner."
 
 # -- params ---------------------------------------------------------------------------
+# what the sweep is, each named after the spec field it holds: on the parent run all
+# but callbacks and module; on each child algorithm, env, wrappers, seed (the trial's),
+# callbacks and module
+PARAM_ALGORITHM, PARAM_ENV, PARAM_WRAPPERS = "algorithm", "env", "wrappers"
+PARAM_SEARCH_METHOD, PARAM_NUM_SAMPLES = "search.method", "search.num_samples"
+PARAM_SCHEDULER = "scheduler"  # the spec's scheduler.type
+PARAM_METRIC, PARAM_MODE, PARAM_SEED = "metric", "mode", "seed"
+PARAM_CALLBACKS, PARAM_MODULE = "callbacks", "module"
 FIXED_PREFIX = "fixed."  # a child run's fixed settings: fixed.<flattened key>
 BEST_PREFIX = "best."  # the parent run's best config: best.<sampled key>
 PARAM_BEST_TRIAL, PARAM_BEST_SEED = "best.trial_id", "best.seed"
@@ -116,6 +124,29 @@ def checkpoint_artifact(checkpoint_name: str) -> str:
 def registered_model(experiment_name: str) -> str:
     """The registered model that holds a sweep name's best checkpoints."""
     return f"{experiment_name}-best"
+
+
+# -- URIs -------------------------------------------------------------------------------
+RUNS_URI, MODELS_URI = "runs:/", "models:/"  # MLflow's schemes: a run's artifact, a model
+
+
+def checkpoint_source(run_id: str, checkpoint_name: str) -> str:
+    """runs:/<run>/checkpoints/<name>: one uploaded checkpoint of a trial run."""
+    return f"{RUNS_URI}{run_id}/{checkpoint_artifact(checkpoint_name)}"
+
+
+def model_version_uri(name: str, version: str | int) -> str:
+    """models:/<name>/<version>: a registered model version (`MlflowLinks.model_version`)."""
+    return f"{MODELS_URI}{name}/{version}"
+
+
+def parse_model_version_uri(uri: str) -> tuple[str, str | None] | None:
+    """(name, version) of a models:/<name>[/<version>] URI (version None when absent);
+    None for anything else."""
+    if not uri.startswith(MODELS_URI):
+        return None
+    name, slash, version = uri.removeprefix(MODELS_URI).rpartition("/")
+    return (name, version or None) if slash else (version, None)
 
 
 def run_url(ui_url: str | None, experiment_id: str | None, run_id: str | None) -> str | None:

@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tuner import algorithms as registry
-from tuner.mlflow_names import AGENT_RETURNS, MODULE_RETURNS
+from tuner.mlflow_names import AGENT_RETURNS, LEARNERS_PREFIX, MODULE_RETURNS
 from tuner.search_spaces import Domain
 from tuner.views import Issue as SpecIssue  # the one {loc, msg, value} shape
 
@@ -621,7 +621,7 @@ class ExperimentSpec(_Model):
         module = None
         if metric.startswith(MODULE_RETURNS + "/"):
             module = metric[len(MODULE_RETURNS) + 1 :]
-        elif metric.startswith("learners/"):
+        elif metric.startswith(LEARNERS_PREFIX):
             module = metric.split("/")[1]
             if module == "__all_modules__":
                 return

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tuner.mlflow_names import run_url
+from tuner.mlflow_names import STAGE_SEARCH, run_url
 
 
 class _View(BaseModel):
@@ -40,7 +40,7 @@ class TrialView(_View):
         None, description="The value trials are ranked by: the metric under the spec's scope."
     )
     stage: str = Field(
-        "search",
+        STAGE_SEARCH,
         description="search: a trial of the search; confirm: a config re-run on a "
         "fresh seed by the confirmation stage.",
     )

@@ -4,14 +4,16 @@ each defined in one module, and every layer uses that one."""
 from __future__ import annotations
 
 import ast
+import typing
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import BaseModel
 
 import tuner
 from tuner import algorithms as registry
-from tuner import mlflow_names
+from tuner import mlflow_names, tune_paths
 from tuner.api import create_app
 from tuner.settings import Settings
 from tuner.spec import ExperimentSpec
@@ -37,21 +39,68 @@ def string_constants(path: Path) -> set[str]:
     }
 
 
-def test_mlflow_names_are_spelled_only_in_their_module():
-    names = {
-        v
-        for k, v in vars(mlflow_names).items()
-        if k.isupper() and isinstance(v, str) and "." in v or k.startswith("TAG_")
+# (module, value): where a word that is also one of our MLflow names means something else
+NOT_THE_NAME = {
+    ("spec.py", "search"): "the spec's search section",
+    ("cli.py", "search"): "the spec's search section",
+    ("trials/_validate.py", "search"): "the spec's search section, as a loc",
+    ("cli.py", "trial"): "a table column",
+    ("trials/_progress.py", "trial"): "a table column",
+    ("spec.py", "training_iteration"): "the spec's own stop key and time_attr value",
+    ("spec.py", "num_env_steps_sampled_lifetime"): "a time_attr value of the spec's schema",
+    ("store/migrations/versions/0002_confirmation.py", "search"): "a migration never changes",
+}
+
+
+def spec_fields(model: type = ExperimentSpec, prefix: str = "") -> set[str]:
+    """Every field path of the spec: algorithm, search, search.method, ..."""
+    out = set()
+    for name, field in model.model_fields.items():
+        out.add(prefix + name)
+        for arg in (field.annotation, *typing.get_args(field.annotation)):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                out |= spec_fields(arg, f"{prefix}{name}.")
+    return out
+
+
+@pytest.mark.parametrize("owner", [mlflow_names, tune_paths], ids=lambda m: m.__name__)
+def test_names_are_spelled_only_in_their_module(owner):
+    """Every string constant of mlflow_names (tags, stages, metric keys, artifacts, URI
+    schemes, ...) and tune_paths appears as a literal in no other module of tuner/."""
+    constants = {k: v for k, v in vars(owner).items() if k.isupper() and isinstance(v, str)}
+    # params named after the spec's fields ("algorithm", "seed", ...) are the spec's words
+    params = {
+        k: v
+        for k, v in constants.items()
+        if k.startswith("PARAM_") and not v.startswith(mlflow_names.BEST_PREFIX)
     }
-    assert {"tuner.run", "mlflow.parentRunId", "best_config.json"} <= names
+    assert set(params.values()) <= spec_fields(), "a PARAM_ that is no spec field"
+    names = {v for k, v in constants.items() if k not in params}
+    if owner is mlflow_names:
+        assert {"tuner.run", "mlflow.parentRunId", "best_config.json", "search", "confirm"} <= names
+        assert {"models:/", mlflow_names.STEP_KEY, mlflow_names.ITERATION_KEY} <= names
+    else:
+        assert "-confirm" in names
     offenders = {}
     for path in PACKAGE.rglob("*.py"):
-        if path.name == "mlflow_names.py":
+        module = str(path.relative_to(PACKAGE))
+        if path.stem == owner.__name__.rsplit(".", 1)[-1]:
             continue
-        spelled = string_constants(path) & names
+        spelled = {v for v in string_constants(path) & names if (module, v) not in NOT_THE_NAME}
         if spelled:
-            offenders[str(path.relative_to(PACKAGE))] = sorted(spelled)
+            offenders[module] = sorted(spelled)
     assert offenders == {}
+
+
+def test_model_version_uris_are_built_and_parsed_by_one_pair():
+    uri = mlflow_names.model_version_uri("sweep-best", 3)
+    assert uri == "models:/sweep-best/3"
+    assert mlflow_names.parse_model_version_uri(uri) == ("sweep-best", "3")
+    assert mlflow_names.parse_model_version_uri("models:/sweep-best") == ("sweep-best", None)
+    assert mlflow_names.parse_model_version_uri("runs:/abc/checkpoints/x") is None
+    assert mlflow_names.checkpoint_source("abc", "checkpoint_000001") == (
+        "runs:/abc/checkpoints/checkpoint_000001"
+    )
 
 
 def test_the_spec_accepts_exactly_the_registry_names():

@@ -39,3 +39,45 @@ def test_purge_deletes_the_run_dir_and_nothing_beside_it(tmp_path):
 def test_purge_reports_failure_instead_of_raising(tmp_path):
     out = purge(str(tmp_path / "elsewhere"), str(tmp_path / "ray_results"), "", None, "x")
     assert "not inside" in out["error"]
+
+
+def test_purge_deletes_the_sweeps_runs_and_model_versions_from_its_mlflow_links(tmp_path):
+    """The links as the store keeps them (MlflowLinks dumped to JSON): the parent run, its
+    trial runs and the versions registered from them go; another sweep's stay."""
+    from mlflow.tracking import MlflowClient
+
+    from tuner import mlflow_names as names
+    from tuner.views import MlflowLinks
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    experiment = client.create_experiment("purged", artifact_location=str(tmp_path / "art"))
+
+    def sweep(run_name: str) -> tuple[str, str]:
+        parent = client.create_run(experiment, tags={names.TAG_RUN: run_name}).info.run_id
+        child = client.create_run(
+            experiment, tags={names.TAG_PARENT: parent, names.TAG_RUN: run_name}
+        ).info.run_id
+        return parent, child
+
+    model = names.registered_model("purged")
+    client.create_registered_model(model)
+    parent, child = sweep("mine")
+    mine = client.create_model_version(
+        model, source=names.checkpoint_source(child, "checkpoint_000000"), run_id=child
+    )
+    other_parent, other_child = sweep("other")
+    client.create_model_version(
+        model, source=names.checkpoint_source(other_child, "c"), run_id=other_child
+    )
+    links = MlflowLinks(
+        experiment_id=experiment,
+        parent_run_id=parent,
+        best_run_id=child,
+        model_version=names.model_version_uri(model, mine.version),
+    )
+    out = purge(None, str(tmp_path / "ray_results"), uri, links.model_dump(mode="json"), "mine")
+    assert out == {"tune_dir": False, "mlflow_runs": 2}
+    assert {client.get_run(r).info.lifecycle_stage for r in (parent, child)} == {"deleted"}
+    assert client.get_run(other_parent).info.lifecycle_stage == "active"
+    assert [v.run_id for v in client.search_model_versions(f"name = '{model}'")] == [other_child]

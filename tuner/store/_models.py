@@ -27,6 +27,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from tuner.mlflow_names import STAGE_SEARCH
+
 STATUSES = ("QUEUED", "RUNNING", "STOPPING", "SUCCEEDED", "STOPPED", "FAILED")
 TERMINAL = {"SUCCEEDED", "STOPPED", "FAILED"}
 # The sweep's state machine: every status change the service makes, and no other.
@@ -127,7 +129,7 @@ class TrialRow(Base):
     metric: Mapped[float | None] = mapped_column(Float)
     best_metric: Mapped[float | None] = mapped_column(Float)
     score: Mapped[float | None] = mapped_column(Float)
-    stage: Mapped[str] = mapped_column(String(16), server_default="search")
+    stage: Mapped[str] = mapped_column(String(16), server_default=STAGE_SEARCH)
     error: Mapped[str | None] = mapped_column(Text)
     node_id: Mapped[str | None] = mapped_column(String(255))
     node_ip: Mapped[str | None] = mapped_column(String(64))

@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from tuner.mlflow_names import STAGE_SEARCH
 from tuner.store._models import (
     STATUSES,
     TERMINAL,
@@ -54,7 +55,7 @@ TRIAL_FIELDS = {c.name for c in TrialRow.__table__.columns} - {
 }
 TRIAL_DEFAULTS: dict[str, Any] = {
     "status": "PENDING",
-    "stage": "search",
+    "stage": STAGE_SEARCH,
     "config": {},
     "iterations": 0,
     "env_steps": 0,

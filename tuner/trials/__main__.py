@@ -16,6 +16,7 @@ import traceback
 from tuner.settings import Settings
 from tuner.spec import SpecError, parse_spec
 from tuner.store import Store
+from tuner.tune_paths import run_dir
 
 
 def _tracking(settings: Settings, experiment_name: str) -> object:
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = parse_spec(rec.spec)
         name = rec.id  # the Tune run directory and the MLflow parent run are named by id
-        store.update_experiment(rec.id, tune_path=f"{settings.tune_storage.rstrip('/')}/{name}")
+        store.update_experiment(rec.id, tune_path=run_dir(settings.tune_storage, name))
         space = resolve_space(spec)  # once: the recorder and the sweep share it
         recorder = StoreRecorder(
             settings.store_url, rec.id, spec.metric, spec.mode, list(space), spec.seed, space

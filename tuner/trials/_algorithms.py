@@ -27,6 +27,7 @@ from ray.rllib.algorithms.sac import SAC
 from ray.tune.result import TRIAL_INFO
 
 from tuner import algorithms as registry
+from tuner.mlflow_names import LEARNERS_PREFIX, STAGE_CONFIRM, STAGE_SEARCH
 from tuner.spec import ExperimentSpec, MultiAgentSpec
 from tuner.trials._envs import env_config_for, split_env_name
 from tuner.trials._envs import env_name as _env_name
@@ -103,7 +104,7 @@ def seed_of(trial_config: dict[str, Any], trial_id: str, base_seed: int) -> int:
 
 def stage_of(trial_config: dict[str, Any]) -> str:
     """search, or confirm for a confirmation trial."""
-    return "confirm" if isinstance(trial_config.get(CONFIRM_KEY), dict) else "search"
+    return STAGE_CONFIRM if isinstance(trial_config.get(CONFIRM_KEY), dict) else STAGE_SEARCH
 
 
 def trial_seed(base_seed: int, trial_index: int) -> int:
@@ -141,7 +142,7 @@ def _nan_losses(result: dict[str, Any]) -> list[str]:
             continue
         for key, value in stats.items():
             if "loss" in key and isinstance(value, int | float) and not math.isfinite(value):
-                bad.append(f"learners/{module_id}/{key}")
+                bad.append(f"{LEARNERS_PREFIX}{module_id}/{key}")
     return bad
 
 

@@ -9,6 +9,7 @@ import math
 import random
 from typing import Any
 
+from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import trial_seed
 from tuner.views import ConfirmedConfig, SweepSummary, TrialView
@@ -23,7 +24,7 @@ def _key(values: dict[str, Any]) -> str:
 def pick_candidates(spec: ExperimentSpec, search: SweepSummary) -> list[TrialView]:
     """The top_k finished search trials by score, one per distinct config."""
     assert spec.confirm is not None
-    done = [t for t in search.trials if t.stage == "search" and t.score is not None]
+    done = [t for t in search.trials if t.stage == STAGE_SEARCH and t.score is not None]
     done.sort(key=lambda t: (t.score if spec.mode == "min" else -t.score, t.trial_id))
     out, seen = [], set()
     for trial in done:
@@ -92,7 +93,7 @@ def confirmed_configs(
 ) -> list[ConfirmedConfig]:
     """Each candidate's scores over its seeds (`scores`: confirmation trial id -> score),
     its statistics and median-score trial; best mean first."""
-    by_run = {(_key(t.config), t.seed): t for t in trials if t.stage == "confirm"}
+    by_run = {(_key(t.config), t.seed): t for t in trials if t.stage == STAGE_CONFIRM}
     out = []
     for cand in candidates:
         runs = [by_run.get((_key(cand.config), s)) for s in seeds]

@@ -12,7 +12,13 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from tuner.mlflow_names import AGENT_RETURNS, MODULE_RETURNS
+from tuner.mlflow_names import (
+    AGENT_RETURNS,
+    MODELS_URI,
+    MODULE_RETURNS,
+    RUNS_URI,
+    parse_model_version_uri,
+)
 from tuner.spec import MultiAgentSpec
 from tuner.trials._algorithms import CHECKPOINT_META
 from tuner.trials._envs import make_env, register_env
@@ -58,14 +64,15 @@ class Evaluation(BaseModel):
 
 def resolve_checkpoint(checkpoint: str, tracking_uri: str | None, dest: Path) -> Path:
     """A local checkpoint directory for a path, runs:/ or models:/ URI."""
-    if checkpoint.startswith(("runs:/", "models:/")):
+    if checkpoint.startswith((RUNS_URI, MODELS_URI)):
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         import mlflow.artifacts
         from mlflow.tracking import MlflowClient
 
         uri = checkpoint
-        if checkpoint.startswith("models:/"):
-            name, _, version = checkpoint.removeprefix("models:/").partition("/")
+        model = parse_model_version_uri(checkpoint)
+        if model is not None:
+            name, version = model
             client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
             uri = client.get_model_version(name, version or "1").source
         local = mlflow.artifacts.download_artifacts(

@@ -21,6 +21,8 @@ from ray.tune import Callback
 from ray.tune.result import SHOULD_CHECKPOINT
 from ray.tune.stopper import Stopper
 
+from tuner.mlflow_names import ITERATION_KEY
+
 # Sweeps whose GracefulStop decided to end the run now (read by StopRequested.stop_all).
 _INTERRUPTED: set[str] = set()
 
@@ -60,7 +62,7 @@ class CheckpointThenInterrupt(Callback):
             self.pending = {
                 t.trial_id
                 for t in trials
-                if t.status == "RUNNING" and (t.last_result or {}).get("training_iteration")
+                if t.status == "RUNNING" and (t.last_result or {}).get(ITERATION_KEY)
             }
         if not self.pending or time.monotonic() > self.deadline:
             self.interrupt()

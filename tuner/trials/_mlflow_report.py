@@ -10,35 +10,30 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mlflow.entities import Metric
 
 from tuner import mlflow_names as names
 from tuner.trials._mlflow_writer import param_value
-from tuner.views import SweepSummary
+from tuner.views import MlflowLinks, SweepSummary
 
 if TYPE_CHECKING:
     from tuner.trials._mlflow_tracker import MLflowTracker
 
 
-def log_sweep_result(tracker: MLflowTracker, summary: SweepSummary) -> dict[str, Any]:
+def log_sweep_result(tracker: MLflowTracker, summary: SweepSummary) -> MlflowLinks:
     """Logs the summary on the tracker's parent run and registers the best checkpoint.
 
-    Returns {experiment_id, parent_run_id, best_run_id, model_version}."""
+    Returns where the sweep landed (no UI link: the tracker does not know the UI)."""
     client, parent = tracker.client, tracker.parent_run_id
-    out: dict[str, Any] = {
-        "experiment_id": tracker.experiment_id,
-        "parent_run_id": parent,
-        "best_run_id": None,
-        "model_version": None,
-    }
+    out = MlflowLinks(experiment_id=tracker.experiment_id, parent_run_id=parent)
     best = summary.best
     if best is not None:
         best_run = next(
             (t.mlflow_run_id for t in summary.trials if t.trial_id == best.trial_id), None
         )
-        out["best_run_id"] = best_run
+        out.best_run_id = best_run
         params = {f"{names.BEST_PREFIX}{k}": v for k, v in best.config.items()}
         params.update({names.PARAM_BEST_TRIAL: best.trial_id, names.PARAM_BEST_SEED: best.seed})
         # MLflow params are write-once: a sweep interrupted and resumed reports its best
@@ -91,9 +86,9 @@ def log_sweep_result(tracker: MLflowTracker, summary: SweepSummary) -> dict[str,
             )
             if median_run and confirmed.checkpoint:
                 name = Path(confirmed.checkpoint).name
-                out["model_version"] = _register(tracker, median_run, name)
+                out.model_version = _register(tracker, median_run, name)
         elif best_run and best.checkpoint:
-            out["model_version"] = _register(tracker, best_run, Path(best.checkpoint).name)
+            out.model_version = _register(tracker, best_run, Path(best.checkpoint).name)
     _log_importance(tracker, summary)
     _log_trials_table(tracker, summary)
     _log_learning_curves(tracker, summary)
@@ -114,11 +109,11 @@ def _register(tracker: MLflowTracker, run_id: str, checkpoint_name: str) -> str 
         )
     version = client.create_model_version(
         name,
-        source=f"runs:/{run_id}/{names.checkpoint_artifact(checkpoint_name)}",
+        source=names.checkpoint_source(run_id, checkpoint_name),
         run_id=run_id,
         tags={names.TAG_RUN: tracker.run_name},
     )
-    return f"models:/{name}/{version.version}"
+    return names.model_version_uri(name, version.version)
 
 
 def _log_importance(tracker: MLflowTracker, summary: SweepSummary) -> None:

@@ -33,7 +33,7 @@ from tuner.trials._algorithms import (
 )
 from tuner.trials._mlflow_metrics import flatten, number, result_metrics
 from tuner.trials._mlflow_writer import RunWriter
-from tuner.views import SweepSummary
+from tuner.views import MlflowLinks, SweepSummary
 
 
 class TrackingConfig(BaseModel):
@@ -180,15 +180,15 @@ class MLflowTracker(Callback):
         self.parent_run_id = run.info.run_id
         spec = self.spec
         params = {
-            "algorithm": spec.algorithm,
-            "env": spec.env or "",
-            **({"wrappers": spec.wrappers} if spec.wrappers else {}),
-            "search.method": spec.search.method,
-            "search.num_samples": spec.search.num_samples,
-            "scheduler": spec.scheduler.type,
-            "metric": spec.metric,
-            "mode": spec.mode,
-            "seed": spec.seed,
+            names.PARAM_ALGORITHM: spec.algorithm,
+            names.PARAM_ENV: spec.env or "",
+            **({names.PARAM_WRAPPERS: spec.wrappers} if spec.wrappers else {}),
+            names.PARAM_SEARCH_METHOD: spec.search.method,
+            names.PARAM_NUM_SAMPLES: spec.search.num_samples,
+            names.PARAM_SCHEDULER: spec.scheduler.type,
+            names.PARAM_METRIC: spec.metric,
+            names.PARAM_MODE: spec.mode,
+            names.PARAM_SEED: spec.seed,
         }
         self.runs.log(self.parent_run_id, params=params)
         self.client.log_text(self.parent_run_id, self.spec_yaml, names.SPEC_ARTIFACT)
@@ -240,15 +240,15 @@ class MLflowTracker(Callback):
         }
         run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
         params: dict[str, Any] = {
-            "algorithm": spec.algorithm,
-            "env": spec.env or "",
-            **({"wrappers": spec.wrappers} if spec.wrappers else {}),
-            "seed": seed_of(trial.config, trial.trial_id, spec.seed),
+            names.PARAM_ALGORITHM: spec.algorithm,
+            names.PARAM_ENV: spec.env or "",
+            **({names.PARAM_WRAPPERS: spec.wrappers} if spec.wrappers else {}),
+            names.PARAM_SEED: seed_of(trial.config, trial.trial_id, spec.seed),
         }
         if spec.callbacks:
-            params["callbacks"] = ",".join(spec.callbacks)
+            params[names.PARAM_CALLBACKS] = ",".join(spec.callbacks)
         if spec.module:
-            params["module"] = spec.module
+            params[names.PARAM_MODULE] = spec.module
         params.update(
             {f"{names.FIXED_PREFIX}{k}": v for k, v in flatten(fixed_settings(spec)).items()}
         )
@@ -368,10 +368,9 @@ class MLflowTracker(Callback):
 
     # -- the sweep's result -----------------------------------------------------------
 
-    def finish(self, summary: SweepSummary) -> dict[str, Any]:
-        """Logs the sweep's result on the parent run (tuner/trials/_mlflow_report.py).
-
-        Returns {experiment_id, parent_run_id, best_run_id, model_version}."""
+    def finish(self, summary: SweepSummary) -> MlflowLinks:
+        """Logs the sweep's result on the parent run (tuner/trials/_mlflow_report.py)
+        and returns where it landed (`url` left to the caller, who knows the UI)."""
         from tuner.trials._mlflow_report import log_sweep_result
 
         self.flush()

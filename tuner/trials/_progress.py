@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from tuner.mlflow_names import PER_ID_METRICS
+from tuner.mlflow_names import ITERATION_KEY, PER_ID_METRICS, STEP_KEY
 from tuner.trials._stoppers import lookup
 
 PER_ID_GROUPS = [[group.split("/")[-1]] for group in PER_ID_METRICS]
@@ -96,8 +96,8 @@ class RichProgress(Callback):
         row = self._row(trial)
         row.update(
             status="RUNNING",
-            iter=result.get("training_iteration", 0),
-            steps=int(result.get("num_env_steps_sampled_lifetime") or 0),
+            iter=result.get(ITERATION_KEY, 0),
+            steps=int(result.get(STEP_KEY) or 0),
             metric=lookup(result, self.metric),
         )
         self._refresh()
@@ -115,10 +115,10 @@ class RichProgress(Callback):
             row = self._row(trial)
             row["status"] = trial.status
             last = trial.last_result or {}
-            if last.get("training_iteration", 0) > row["iter"]:  # finished before a resume
+            if last.get(ITERATION_KEY, 0) > row["iter"]:  # finished before a resume
                 row.update(
-                    iter=last["training_iteration"],
-                    steps=int(last.get("num_env_steps_sampled_lifetime") or 0),
+                    iter=last[ITERATION_KEY],
+                    steps=int(last.get(STEP_KEY) or 0),
                     metric=lookup(last, self.metric),
                 )
         if self._live is not None:

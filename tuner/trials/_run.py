@@ -17,6 +17,7 @@ from ray import tune
 from ray.tune.stopper import Stopper
 
 from tuner.importance import sweep_importance
+from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
 from tuner.search_spaces import Domain, resolve_space
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import fixed_settings, stage_of
@@ -30,7 +31,8 @@ from tuner.trials._stoppers import lookup
 from tuner.trials._summary import better, scope_value, trial_view_from_result
 from tuner.trials._tuner import build_tuner, restore_tuner, sampled_values
 from tuner.trials._validate import validate_spec
-from tuner.views import BestTrial, MlflowLinks, SweepSummary, TrialView
+from tuner.tune_paths import confirm_run, run_dir
+from tuner.views import BestTrial, SweepSummary, TrialView
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -60,11 +62,6 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
 
 class StorageError(RuntimeError):
     """The Tune storage (TUNER_STORAGE_PATH) cannot be read."""
-
-
-def run_dir(storage_path: str, name: str) -> str:
-    """Where Tune keeps the experiment state of run `name` (a path or URI)."""
-    return f"{storage_path.rstrip('/')}/{name}"
 
 
 def latest_run(storage_path: str, spec_name: str) -> str | None:
@@ -188,7 +185,7 @@ def summarise(
             best_metric=best_metric,
             last_metric=last_metric,
             score=score,
-            stage="confirm" if confirming else stage_of(config),
+            stage=STAGE_CONFIRM if confirming else stage_of(config),
             error=error,
         )
         best_ckpt = None
@@ -243,11 +240,6 @@ def _importance(
         return {}
 
 
-def confirm_dir_name(name: str) -> str:
-    """The Tune run of a sweep's confirmation stage, beside the search's."""
-    return f"{name}-confirm"
-
-
 def _confirm(
     spec: ExperimentSpec,
     summary: SweepSummary,
@@ -262,12 +254,12 @@ def _confirm(
     candidates = pick_candidates(spec, summary)
     if not candidates:
         return
-    search = [t for t in summary.trials if t.stage == "search"]
+    search = [t for t in summary.trials if t.stage == STAGE_SEARCH]
     seeds = confirm_seeds(spec, len(search), {t.seed for t in search if t.seed is not None})
     runs = confirm_runs(candidates, seeds)
     watch = InterruptWatch()
     cbs = [watch, *callbacks]
-    previous = run_dir(storage_path, confirm_dir_name(name))
+    previous = run_dir(storage_path, confirm_run(name))
     if tune.Tuner.can_restore(previous):
         print(f"resuming the confirmation stage {previous}", file=sys.stderr)
         tuner = restore_tuner(spec, {}, previous, callbacks=cbs, confirm_runs=runs)
@@ -276,7 +268,7 @@ def _confirm(
             spec,
             {},
             storage_path=storage_path,
-            name=confirm_dir_name(name),
+            name=confirm_run(name),
             callbacks=cbs,
             stoppers=list(stoppers),
             confirm_runs=runs,
@@ -398,16 +390,11 @@ def run_sweep(
     if summary.best is not None:
         summary.best.checkpoint = with_scheme(summary.best.checkpoint, storage_path)
     if tracker is not None:
-        out = tracker.finish(summary)
-        summary.mlflow = MlflowLinks(
-            experiment_id=out["experiment_id"],
-            parent_run_id=out["parent_run_id"],
-            best_run_id=out["best_run_id"],
-            model_version=out["model_version"],
-            url=tracking.run_url(out["experiment_id"], out["parent_run_id"]),
-        )
+        links = tracker.finish(summary)
+        links.url = tracking.run_url(links.experiment_id, links.parent_run_id)
+        summary.mlflow = links
         if summary.best is not None:
-            summary.best.mlflow_run_id = out["best_run_id"]
+            summary.best.mlflow_run_id = links.best_run_id
     return summary
 
 

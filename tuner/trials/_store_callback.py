@@ -11,6 +11,7 @@ from typing import Any
 from ray.tune import Callback
 
 from tuner.importance import sweep_importance
+from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
 from tuner.trials._algorithms import sampled_values, seed_of, stage_of
 from tuner.trials._mlflow_metrics import result_metrics
 from tuner.trials._summary import better
@@ -90,8 +91,8 @@ class StoreRecorder(Callback):
             self.last[trial.trial_id] = value  # an iteration with no episode keeps the last
             if better(value, self.best.get(trial.trial_id), self.mode):
                 self.best[trial.trial_id] = value
-        it = int(result.get("training_iteration") or 0)
-        steps = int(result.get("num_env_steps_sampled_lifetime") or 0)
+        it = int(result.get(ITERATION_KEY) or 0)
+        steps = int(result.get(STEP_KEY) or 0)
         extra = result.get("tuner") or {}
         self._upsert(
             trial,
@@ -119,7 +120,7 @@ class StoreRecorder(Callback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._upsert(trial, status="TERMINATED")
-        if stage_of(trial.config) == "search":
+        if stage_of(trial.config) == STAGE_SEARCH:
             self._update_importance()
 
     def _update_importance(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
 from tuner.trials._algorithms import trial_index, trial_seed
 from tuner.trials._stoppers import lookup
 from tuner.views import TrialView
@@ -32,7 +33,7 @@ def trial_view_from_result(
     best_metric: float | None = None,
     last_metric: float | None = None,
     score: float | None = None,
-    stage: str = "search",
+    stage: str = STAGE_SEARCH,
     error: str | None = None,
 ) -> TrialView:
     """A TrialView from the last (nested or flat) Tune result of a trial."""
@@ -45,8 +46,8 @@ def trial_view_from_result(
         status=status,
         config=sampled,
         seed=seed if seed is not None else trial_seed(base_seed, trial_index(trial_id)),
-        iterations=int(result.get("training_iteration") or 0),
-        env_steps=int(result.get("num_env_steps_sampled_lifetime") or 0),
+        iterations=int(result.get(ITERATION_KEY) or 0),
+        env_steps=int(result.get(STEP_KEY) or 0),
         # an iteration that finished no episode reports no return: the last value carries
         metric=_finite(lookup(result, metric)) if last_metric is None else last_metric,
         best_metric=best_metric,
