@@ -8,7 +8,6 @@ from tuner.trials._algorithms import (
     TRAINABLES,
     build_config,
     fixed_settings,
-    presets,
     trial_index,
     trial_seed,
 )
@@ -43,7 +42,6 @@ __all__ = [
     "make_env",
     "param_space",
     "plan_spec",
-    "presets",
     "register_env",
     "run_sweep",
     "sampled_values",

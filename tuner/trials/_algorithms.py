@@ -387,20 +387,6 @@ TRAINABLES: dict[str, type[Algorithm]] = {
 }
 
 
-def presets() -> dict[str, dict[str, Any]]:
-    """Named presets (tuner/algorithms/presets.yaml): algorithm, doc, config, warnings."""
-    return {
-        e.name: {
-            "algorithm": e.base_algorithm,
-            "doc": e.doc,
-            "config": e.preset_config,
-            "warnings": e.warnings,
-        }
-        for e in registry.algorithms()
-        if e.preset_config or e.warnings
-    }
-
-
 def preset_warnings(algorithm: str) -> list[str]:
     """Warnings a preset carries (settings RLlib accepts but ignores)."""
     if ":" in algorithm:
