@@ -55,16 +55,19 @@ def _wait_for_dashboard(address: str, tmp: Path) -> None:
 
 
 def _wait_for_two_nodes(address: str, tmp: Path) -> dict:
-    from ray.job_submission import JobSubmissionClient
+    from tuner.launcher import ClusterNodes
 
-    # the dashboard's state API, not ray.init: this test process may hold another Ray
-    state = JobSubmissionClient(address)
+    # the dashboard's public state API (what the service reads), not ray.init: this test
+    # process may hold another Ray
+    state = ClusterNodes(address, 10)
     deadline = time.time() + 90
     while True:
-        rows = state._do_request("GET", "/api/v0/nodes?limit=100").json()["data"]["result"]
-        alive = [n for n in rows["result"] if n["state"] == "ALIVE"]
+        try:
+            alive = state.read()
+        except httpx.HTTPError:  # the state API still starting
+            alive = []
         if len(alive) == 2:
-            return {n["node_id"]: n["resources_total"] for n in alive}
+            return {n["node_id"]: n["resources"] for n in alive}
         assert time.time() < deadline, (tmp / "worker.log").read_text()[-2000:]
         time.sleep(0.5)
 

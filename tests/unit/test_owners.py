@@ -212,3 +212,24 @@ def test_query_problems_have_the_body_problems_shape(client, query, loc, value):
     assert response.status_code == 422
     [problem] = response.json()["detail"]
     assert problem["loc"] == loc and problem["value"] == value and problem["msg"]
+
+
+def test_only_public_ray_apis():
+    """No module of tuner/, tests/ or bench/ reaches into Ray's private API: the Jobs
+    client's `_do_request`, `ray._private`, `ray._raylet`."""
+    root = PACKAGE.parent
+    offenders = []
+    for path in [p for d in ("tuner", "tests", "bench") for p in (root / d).rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = []
+            if isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            private = any(m.startswith("ray._") for m in modules) or (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("_do_request", "_private", "_raylet")
+            )
+            if private:
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []
