@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tuner._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
+from tuner.search_spaces import Domain, resolve_space
 from tuner.spec import SpecError
 from tuner.views import Issue
 
@@ -68,17 +69,28 @@ def plan_body(
     from tuner.trials import plan_spec
 
     def plan(spec: Any) -> dict[str, Any]:
-        _validate(spec, allowed_modules, max_trials)
-        return {"plan": plan_spec(spec, nodes, check_fit=check_fit).model_dump(mode="json")}
+        space = resolve_space(spec)  # once: validation and the plan share it
+        _validate(spec, allowed_modules, max_trials, space)
+        planned = plan_spec(spec, nodes, check_fit=check_fit, space=space)
+        return {"plan": planned.model_dump(mode="json")}
 
     return _answer(raw, yaml_body, plan)
 
 
-def _validate(spec: Any, allowed_modules: list[str], max_trials: int | None) -> list[str]:
+def _validate(
+    spec: Any,
+    allowed_modules: list[str],
+    max_trials: int | None,
+    space: dict[str, Domain] | None = None,
+) -> list[str]:
     from tuner.trials import validate_spec
 
     return validate_spec(
-        spec, allowed_modules=allowed_modules, import_user_code=False, max_trials=max_trials
+        spec,
+        allowed_modules=allowed_modules,
+        import_user_code=False,
+        max_trials=max_trials,
+        space=space,
     )
 
 

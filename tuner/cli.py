@@ -111,13 +111,20 @@ def plan(
 ) -> None:
     """What a spec will cost: trials, one trial's resources, how many run at once on the
     target cluster and what limits that, the most env steps, whether it fits."""
+    from tuner.search_spaces import resolve_space
     from tuner.trials import plan_spec, validate_spec
 
     settings = Settings()
     try:
         spec = load_spec(file)
-        validate_spec(spec, build_env=False, allowed_modules=_allowed(settings, allow_module))
-        result = plan_spec(spec, target_nodes(settings) if fit else None)
+        space = resolve_space(spec)  # once: validation and the plan share it
+        validate_spec(
+            spec,
+            build_env=False,
+            allowed_modules=_allowed(settings, allow_module),
+            space=space,
+        )
+        result = plan_spec(spec, target_nodes(settings) if fit else None, space=space)
     except SpecError as e:
         _print_issues(e, file)
         raise typer.Exit(2) from None

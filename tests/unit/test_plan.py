@@ -107,3 +107,32 @@ def test_an_autoscaling_cluster_is_checked_against_what_it_can_grow_to(tmp_path,
     assert Settings(cluster_max_nodes=grows).growth_nodes == [{"CPU": 8.0, "GPU": 1.0}]
     with pytest.raises(ValueError, match="JSON list of node resources"):
         Settings(cluster_max_nodes="[1]")
+
+
+def test_plan_and_the_dry_run_resolve_the_search_space_once(tmp_path, monkeypatch):
+    """`tuner plan` and POST ?dry_run=true resolve the space once and hand that one to
+    validation and the plan."""
+    import tuner.search_spaces
+    import tuner.trials._plan
+    import tuner.trials._validate
+    from tuner import _checks
+
+    resolved = []
+    real = tuner.search_spaces.resolve_space
+
+    def counting(spec):
+        resolved.append(spec.name)
+        return real(spec)
+
+    for module in (tuner.search_spaces, tuner.trials._plan, tuner.trials._validate, _checks):
+        monkeypatch.setattr(module, "resolve_space", counting, raising=False)
+    monkeypatch.delenv("TUNER_RAY_ADDRESS", raising=False)
+    path = tmp_path / "grid.json"
+    body = {"name": "grid", "algorithm": "PPO", "env": "CartPole-v1", "search": GRID}
+    path.write_text(json.dumps(body))
+    planned = CliRunner().invoke(cli, ["plan", str(path), "--no-fit", "--output", "json"])
+    assert planned.exit_code == 0, planned.output
+    assert json.loads(planned.stdout)["trials"] == 12 and resolved == ["grid"]
+    resolved.clear()
+    out = _checks.plan_body(json.dumps(body).encode(), False, [], [{"CPU": 4.0}], True)
+    assert out["plan"]["trials"] == 12 and resolved == ["grid"]

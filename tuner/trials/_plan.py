@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from tuner.search_spaces import resolve_space
+from tuner.search_spaces import Domain, resolve_space
 from tuner.spec import ExperimentSpec, SpecError
 from tuner.trials._resources import check_fits, trial_resources
 from tuner.trials._validate import grid_trials
@@ -51,11 +51,17 @@ def concurrency(
 
 
 def plan_spec(
-    spec: ExperimentSpec, nodes: list[dict[str, float]] | None, *, check_fit: bool = True
+    spec: ExperimentSpec,
+    nodes: list[dict[str, float]] | None,
+    *,
+    check_fit: bool = True,
+    space: dict[str, Domain] | None = None,
 ) -> Plan:
     """The plan of a validated spec on a cluster of `nodes` (each node's total
-    resources; None: not known, no fit check)."""
-    space = resolve_space(spec)
+    resources; None: not known, no fit check). `space` is the resolved search space
+    (tuner.search_spaces.resolve_space, the one validation used), resolved here when
+    not given."""
+    space = resolve_space(spec) if space is None else space
     trials = grid_trials(spec, space)
     confirm = spec.confirm.top_k * spec.confirm.seeds if spec.confirm else 0
     total, bundles = trial_resources(spec)
