@@ -70,8 +70,10 @@ class Settings(BaseSettings):
     cluster_fit_check: bool = Field(
         True,
         description="Reject a sweep whose one trial needs more CPUs / GPUs / custom "
-        "resources than the cluster's alive nodes have (422 at submit). Turn off for an "
-        "autoscaling cluster that adds nodes on demand.",
+        "resources than the cluster's alive nodes have (422 at submit; the driver and "
+        "`tuner run` check again). An autoscaling cluster is checked against what it can "
+        "grow to: list the nodes it can add in TUNER_CLUSTER_MAX_NODES. Off: no check, "
+        "e.g. for a cluster whose node types you cannot list.",
     )
     cluster_max_nodes: str | None = Field(
         None,

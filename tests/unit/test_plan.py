@@ -136,3 +136,26 @@ def test_plan_and_the_dry_run_resolve_the_search_space_once(tmp_path, monkeypatc
     resolved.clear()
     out = _checks.plan_body(json.dumps(body).encode(), False, [], [{"CPU": 4.0}], True)
     assert out["plan"]["trials"] == 12 and resolved == ["grid"]
+
+
+def test_the_docs_say_what_the_fit_check_does():
+    """validate/plan check the fit by default (--no-fit skips it); an autoscaling cluster
+    is checked against TUNER_CLUSTER_MAX_NODES, not by turning the check off."""
+    from pathlib import Path
+
+    from tuner.settings import Settings
+
+    root = Path(__file__).resolve().parents[2]
+    arch = (root / "docs" / "architecture.md").read_text()
+    assert "does not check the fit" not in arch and "--no-fit" in arch
+    texts = {
+        "README.md": (root / "README.md").read_text(),
+        "docs/architecture.md": arch,
+        "docs/deploy.md": (root / "docs" / "deploy.md").read_text(),
+        "TUNER_CLUSTER_FIT_CHECK": Settings.model_fields["cluster_fit_check"].description,
+    }
+    for where, text in texts.items():
+        flat = " ".join(text.split())
+        assert "CLUSTER_MAX_NODES" in flat, where
+        assert "off for an autoscaling cluster" not in flat.lower(), where
+        assert "=false skips both for an autoscaling" not in flat, where
