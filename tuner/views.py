@@ -351,7 +351,9 @@ class Plan(_View):
     trials: int = Field(..., description="Search trials: grid size x num_samples.")
     confirm_trials: int = Field(0, description="Confirmation trials: top_k x seeds.")
     per_trial: dict[str, float] = Field(
-        ..., description="One trial's resources as Ray places them ({CPU, GPU, ...})."
+        ...,
+        description="One trial's resources as Ray places them: CPU and GPU always (0 "
+        "included), then any custom resources.",
     )
     bundles: list[dict[str, float]] = Field(..., description="Its placement group's bundles.")
     concurrent: int | None = Field(

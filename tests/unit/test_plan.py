@@ -38,12 +38,18 @@ def test_a_3x2_grid_twice_plans_12_trials_and_confirmation_adds_top_k_x_seeds():
 def test_concurrency_and_what_limits_it():
     two_cpus = spec(resources={"num_env_runners": 1})  # driver + one runner: 2 CPUs a trial
     out = plan_spec(two_cpus, [{"CPU": 5.0}])
-    assert out.per_trial["CPU"] == 2 and out.bundles and out.concurrent == 2
+    assert out.per_trial == {"CPU": 2.0, "GPU": 0.0}  # GPU named even when none
+    assert out.bundles and out.concurrent == 2
     assert out.limited_by == "CPU"
     capped = plan_spec(spec(max_concurrent_trials=3), [{"CPU": 64.0}])
     assert (capped.concurrent, capped.limited_by) == (3, "max_concurrent_trials")
     gpus = plan_spec(spec(resources={"num_gpus_per_learner": 0.25}), [{"CPU": 64.0, "GPU": 1.0}])
     assert (gpus.concurrent, gpus.limited_by, gpus.per_trial["GPU"]) == (4, "GPU", 0.25)
+    assert list(gpus.per_trial) == ["CPU", "GPU"]
+    custom = spec(
+        config={"custom_resources_per_env_runner": {"fpga": 1}}, resources={"num_env_runners": 1}
+    )
+    assert plan_spec(custom, None).per_trial == {"CPU": 2.0, "GPU": 0.0, "fpga": 1.0}
 
 
 def test_a_trial_that_never_fits_names_the_field_and_both_numbers():

@@ -91,8 +91,8 @@ def plan_spec(
     return Plan(
         trials=trials,
         confirm_trials=confirm,
-        per_trial={k: v for k, v in total.items() if k in ("CPU", "GPU")}
-        | {k: v for k, v in total.items() if k not in ("CPU", "GPU")},
+        # CPU and GPU always (0 included), then any custom resources
+        per_trial={"CPU": total.get("CPU", 0.0), "GPU": total.get("GPU", 0.0)} | total,
         bundles=bundles,
         concurrent=concurrent,
         limited_by=limited_by,
