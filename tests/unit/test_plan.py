@@ -165,3 +165,33 @@ def test_the_docs_say_what_the_fit_check_does():
         assert "CLUSTER_MAX_NODES" in flat, where
         assert "off for an autoscaling cluster" not in flat.lower(), where
         assert "=false skips both for an autoscaling" not in flat, where
+
+
+def test_a_custom_resource_the_cluster_lacks_names_the_setting_that_asks_for_it():
+    runners = spec(
+        config={"custom_resources_per_env_runner": {"fpga": 1}}, resources={"num_env_runners": 2}
+    )
+    with pytest.raises(SpecError) as err:
+        check_fits(runners, [{"CPU": 8.0}])
+    (issue,) = err.value.issues
+    assert issue.loc == "config.custom_resources_per_env_runner" and issue.value == {"fpga": 1}
+    assert "1 fpga per env runner" in issue.msg
+    assert "needs 2 fpga" in issue.msg and "the cluster has 0" in issue.msg
+    with pytest.raises(SpecError, match="needs 2 fpga; the cluster has 1"):
+        check_fits(runners, [{"CPU": 8.0, "fpga": 1.0}])
+    check_fits(runners, [{"CPU": 4.0, "fpga": 1.0}, {"CPU": 4.0, "fpga": 1.0}])
+    out = plan_spec(runners, [{"CPU": 8.0}])
+    assert not out.fits and out.limited_by == "fpga"
+    assert [p.loc for p in out.problems] == ["config.custom_resources_per_env_runner"]
+    learners = spec(
+        config={"custom_resources_per_learner": {"tpu": 0.5}}, resources={"num_learners": 2}
+    )
+    with pytest.raises(SpecError) as err:
+        check_fits(learners, [{"CPU": 8.0}])
+    (issue,) = err.value.issues
+    assert issue.loc == "config.custom_resources_per_learner"
+    assert "0.5 tpu per learner" in issue.msg and "needs 1 tpu; the cluster has 0" in issue.msg
+    # short of CPUs as well: the CPUs are named first, as before
+    with pytest.raises(SpecError) as err:
+        check_fits(runners, [{"CPU": 1.0}])
+    assert err.value.issues[0].loc == "resources.num_env_runners"

@@ -59,6 +59,9 @@ def check_fits(spec: ExperimentSpec, nodes: list[dict[str, Any]]) -> None:
         ):
             problem = f"STRICT_SPREAD needs {len(bundles)} nodes, the cluster has {len(nodes)}"
     if problem:
+        custom = _custom_driver_of(spec, short, cluster)
+        if custom is not None:
+            raise SpecError([custom])
         field, why = _driver_of(spec, short or total)
         raise SpecError(
             [
@@ -71,6 +74,48 @@ def check_fits(spec: ExperimentSpec, nodes: list[dict[str, Any]]) -> None:
                 )
             ]
         )
+
+
+# RLlib's settings that ask for custom resources (keys other than CPU and GPU), and what
+# each asks them for
+CUSTOM_RESOURCE_SETTINGS: dict[str, str] = {
+    "custom_resources_per_env_runner": "env runner",
+    "custom_resources_per_learner": "learner",
+    "custom_resources_for_main_process": "main process",
+    "custom_resources_per_offline_eval_runner": "offline eval runner",
+}
+
+
+def _custom_driver_of(
+    spec: ExperimentSpec, short: dict[str, float], cluster: dict[str, float]
+) -> SpecIssue | None:
+    """The issue of a custom resource the cluster lacks, on the config setting that asks
+    for it (the one asking most, when several do); None when CPU or GPU is short too."""
+    if "CPU" in short or "GPU" in short:
+        return None
+    r = spec.resources
+    count = {
+        "custom_resources_per_env_runner": r.num_env_runners,
+        "custom_resources_per_learner": r.num_learners,
+    }
+    for key in sorted(short):
+        asking = [
+            (count.get(setting, 1) * per, setting, per)
+            for setting in CUSTOM_RESOURCE_SETTINGS
+            if isinstance(spec.config.get(setting), dict)
+            and (per := float(spec.config[setting].get(key) or 0)) > 0
+        ]
+        if not asking:
+            continue
+        _, setting, per = max(asking, key=lambda a: a[0])
+        return SpecIssue(
+            loc=f"config.{setting}",
+            msg=f"{per:g} {key} per {CUSTOM_RESOURCE_SETTINGS[setting]}: one trial needs "
+            f"{short[key]:g} {key}; the cluster has {cluster.get(key, 0.0):g}; lower it, or "
+            f"add nodes that have {key}",
+            value=spec.config[setting],
+        )
+    return None
 
 
 def _driver_of(spec: ExperimentSpec, short: dict[str, float]) -> tuple[str | None, str]:
