@@ -195,3 +195,26 @@ def test_a_custom_resource_the_cluster_lacks_names_the_setting_that_asks_for_it(
     with pytest.raises(SpecError) as err:
         check_fits(runners, [{"CPU": 1.0}])
     assert err.value.issues[0].loc == "resources.num_env_runners"
+
+
+def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch):
+    """`tuner run` checks the fit against the Ray it starts (stubbed here: a 2-CPU node)
+    before any trial, tracker or Tune run exists."""
+    import tuner.trials._run as engine
+
+    for var in ("TUNER_RAY_ADDRESS", "TUNER_CLUSTER_MAX_NODES", "TUNER_CLUSTER_FIT_CHECK"):
+        monkeypatch.delenv(var, raising=False)
+    started = []
+    monkeypatch.setattr(engine, "ensure_ray", lambda address=None, **_: started.append(address))
+    monkeypatch.setattr(engine, "alive_nodes", lambda: [{"CPU": 2.0}])
+    path = tmp_path / "big.json"
+    big = {"name": "big", "algorithm": "PPO", "env": "CartPole-v1"}
+    path.write_text(json.dumps(big | {"resources": {"num_env_runners": 64}}))
+    data = tmp_path / "data"
+    refused = CliRunner().invoke(cli, ["run", str(path), "--data-dir", str(data)])
+    assert refused.exit_code == 2, refused.output
+    said = " ".join(refused.output.split())  # as rich wrapped it, unwrapped
+    assert "resources.num_env_runners: 64 env runners" in said
+    assert "need 65 CPUs" in said and "the cluster has {CPU: 2}" in said
+    assert started == [None]  # the local Ray, then the check: nothing ran
+    assert not (data / "ray_results").exists() and not (data / "mlflow.db").exists()
