@@ -81,3 +81,17 @@ def test_purge_deletes_the_sweeps_runs_and_model_versions_from_its_mlflow_links(
     assert {client.get_run(r).info.lifecycle_stage for r in (parent, child)} == {"deleted"}
     assert client.get_run(other_parent).info.lifecycle_stage == "active"
     assert [v.run_id for v in client.search_model_versions(f"name = '{model}'")] == [other_child]
+
+
+def test_the_purge_loads_neither_ray_nor_mlflow_until_it_purges():
+    """It runs in a fresh process of the API (no Ray there): its names and paths come
+    from plain-string modules."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tuner._purge; "
+        "print(sorted(m for m in ('ray', 'mlflow', 'pyarrow') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
