@@ -5,6 +5,7 @@ limits, and a background thread for per-iteration metrics."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,26 @@ def param_value(value: Any) -> str:
     """A param as MLflow stores it (JSON for non-strings, cut to MLflow's limit)."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text[:MAX_PARAM_CHARS]
+
+
+def open_in_background(tracking_uri: str) -> threading.Thread:
+    """Starts opening the tracking store of `tracking_uri` on a thread and returns it.
+
+    Importing MLflow's SQL store takes seconds, and a new SQLite database seconds more
+    (MLflow runs all its migrations); begun before the Ray start, this overlaps it.
+    MLflow keeps one store per URI, built under a lock, so the first client made
+    afterwards waits for this one and reuses it. An error is left for that client to
+    raise. Join the thread before the process may exit (a migration in progress)."""
+
+    def open_store() -> None:
+        try:
+            MlflowClient(tracking_uri=tracking_uri)
+        except Exception:  # noqa: BLE001 - the first real client raises it
+            pass
+
+    thread = threading.Thread(target=open_store, name="tuner-mlflow-open", daemon=True)
+    thread.start()
+    return thread
 
 
 def _chunks(items: list, size: int) -> list[list]:

@@ -25,6 +25,7 @@ from tuner.trials._confirm import confirm_runs, confirm_seeds, confirmed_configs
 from tuner.trials._evaluate import evaluate_checkpoint
 from tuner.trials._interrupt import InterruptWatch
 from tuner.trials._mlflow_tracker import MLflowTracker, TrackingConfig
+from tuner.trials._mlflow_writer import open_in_background
 from tuner.trials._progress import RichProgress
 from tuner.trials._resources import alive_nodes, check_fits
 from tuner.trials._stoppers import lookup
@@ -328,11 +329,17 @@ def run_sweep(
     Raises SpecError before any trial starts when the spec cannot run here (with
     `check_fit`, also when one trial needs more than the cluster's alive nodes have).
     """
-    space = resolve_space(spec) if space is None else space
-    warnings = validate_spec(spec, space=space, allowed_modules=allowed_modules)
-    ensure_ray(ray_address)
-    if check_fit:
-        check_fits(spec, [*alive_nodes(), *growth_nodes])  # autoscaling: what it can add
+    # MLflow's store opens while the spec is checked and Ray starts (seconds each)
+    opening = open_in_background(tracking.tracking_uri) if tracking is not None else None
+    try:
+        space = resolve_space(spec) if space is None else space
+        warnings = validate_spec(spec, space=space, allowed_modules=allowed_modules)
+        ensure_ray(ray_address)
+        if check_fit:
+            check_fits(spec, [*alive_nodes(), *growth_nodes])  # autoscaling: what it can add
+    finally:
+        if opening is not None:
+            opening.join()
     storage_path = str(storage_path)
     if "://" not in storage_path:
         storage_path = str(Path(storage_path).absolute())

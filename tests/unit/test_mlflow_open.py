@@ -1,0 +1,37 @@
+"""The MLflow store opened on a thread (overlapping the Ray start) is the one the
+tracker's client then uses, and a failure is left for that client to raise."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tuner.trials._mlflow_writer import RunWriter, open_in_background
+
+
+def test_the_store_opened_in_the_background_is_migrated_and_reused(tmp_path: Path) -> None:
+    db = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    thread = open_in_background(uri)
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    with sqlite3.connect(db) as con:  # MLflow's migrated schema is there
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+    assert {"experiments", "runs", "metrics", "alembic_version"} <= tables
+    writer = RunWriter(uri)
+    assert writer.client._tracking_client.store is MlflowClient(uri)._tracking_client.store
+    exp = writer.client.create_experiment("e")
+    assert writer.client.get_experiment(exp).name == "e"
+
+
+def test_a_store_that_cannot_open_fails_in_the_caller_not_the_thread(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    uri = f"sqlite:///{tmp_path / 'file' / 'mlflow.db'}"
+    thread = open_in_background(uri)
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    with pytest.raises(Exception, match="(?i)file exists|unable to open|directory"):
+        RunWriter(uri)
