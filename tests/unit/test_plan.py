@@ -4,6 +4,7 @@ and the planning function the API's dry run uses."""
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from typer.testing import CliRunner
@@ -199,7 +200,8 @@ def test_a_custom_resource_the_cluster_lacks_names_the_setting_that_asks_for_it(
 
 def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch):
     """`tuner run` checks the fit against the Ray it starts (stubbed here: a 2-CPU node)
-    before any trial, tracker or Tune run exists."""
+    before any trial, MLflow run or Tune run exists (MLflow's store itself opens
+    beside the Ray start)."""
     import tuner.trials._run as engine
 
     for var in ("TUNER_RAY_ADDRESS", "TUNER_CLUSTER_MAX_NODES", "TUNER_CLUSTER_FIT_CHECK"):
@@ -217,4 +219,6 @@ def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch)
     assert "resources.num_env_runners: 64 env runners" in said
     assert "need 65 CPUs" in said and "the cluster has {CPU: 2}" in said
     assert started == [None]  # the local Ray, then the check: nothing ran
-    assert not (data / "ray_results").exists() and not (data / "mlflow.db").exists()
+    assert not (data / "ray_results").exists()
+    with sqlite3.connect(data / "mlflow.db") as db:  # opened while Ray started; no run
+        assert db.execute("select count(*) from runs").fetchone() == (0,)
