@@ -107,3 +107,45 @@ def test_bad_scope_and_confirm_are_named(field, value):
     with pytest.raises(SpecError) as err:
         spec(**{field: value})
     assert err.value.issues[0].loc.startswith(field)
+
+
+def confirm_stage(scores_by_seed: dict[int, float | None], mode: str = "max"):
+    """One candidate confirmed on the given seeds: its confirmed config."""
+    from tuner.trials._confirm import confirmed_configs
+
+    cand = TrialView(trial_id="s_00000", status="TERMINATED", config={"lr": 1}, score=1.0)
+    seeds = list(scores_by_seed)
+    trials = [
+        TrialView(
+            trial_id=f"c_{i:05d}",
+            status="TERMINATED",
+            config={"lr": 1},
+            seed=s,
+            stage="confirm",
+            checkpoint=f"/ckpt/{s}",
+        )
+        for i, s in enumerate(seeds)
+    ]
+    scores = {t.trial_id: scores_by_seed[t.seed] for t in trials}
+    (confirmed,) = confirmed_configs(
+        spec(mode=mode, confirm={"top_k": 1, "seeds": len(seeds)}), [cand], seeds, trials, scores
+    )
+    return confirmed, {t.trial_id: t.seed for t in trials}
+
+
+@pytest.mark.parametrize(
+    ("scores", "mode", "median_seed"),
+    [
+        ({20: 300.0, 21: 100.0, 22: 500.0}, "max", 20),  # odd: the median itself
+        ({20: 300.0, 21: 100.0, 22: 500.0}, "min", 20),
+        ({20: 400.0, 21: 100.0, 22: 500.0, 23: 200.0}, "max", 23),  # even: the lower middle
+        ({20: 400.0, 21: 100.0, 22: 500.0, 23: 200.0}, "min", 20),  # ... the higher (worse)
+        ({20: 9.0, 21: None, 22: 1.0, 23: 5.0}, "max", 23),  # a failed seed is left out
+        ({20: 9.0, 21: float("nan"), 22: 1.0}, "max", 22),  # so is a non-finite score
+    ],
+)
+def test_the_median_trial_is_the_seed_with_the_median_score(scores, mode, median_seed):
+    confirmed, seed_of = confirm_stage(scores, mode)
+    assert seed_of[confirmed.median_trial_id] == median_seed
+    assert confirmed.checkpoint == f"/ckpt/{median_seed}"  # the one registered in MLflow
+    assert len(confirmed.scores) == len(scores)  # every seed keeps its place
