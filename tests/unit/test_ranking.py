@@ -149,3 +149,45 @@ def test_the_median_trial_is_the_seed_with_the_median_score(scores, mode, median
     assert seed_of[confirmed.median_trial_id] == median_seed
     assert confirmed.checkpoint == f"/ckpt/{median_seed}"  # the one registered in MLflow
     assert len(confirmed.scores) == len(scores)  # every seed keeps its place
+
+
+def test_an_own_loops_confirmation_trials_carry_their_confirmation_seeds():
+    """A training loop of your own reports no seed (RLlib trials report `tuner/seed`):
+    a confirmation trial's is the one its config re-runs with, not its index's."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from tuner.trials._algorithms import CONFIRM_KEY
+    from tuner.trials._run import summarise
+
+    own = spec(
+        algorithm="tuner_examples.trainables:reinforce",
+        env=None,
+        model={},
+        metric="episode_return_mean",
+        search={"method": "grid", "space": {"lr": {"grid": [0.1, 0.2]}}},
+        confirm={"top_k": 1, "seeds": 2},
+    )
+
+    class Grid(list):
+        experiment_path = "/tmp/own-confirm"
+
+    runs = [{"of": "s_00001", "values": {"lr": 0.2}, "seed": s} for s in (12, 13)]
+    grid = Grid(
+        SimpleNamespace(
+            metrics={"training_iteration": 2, "done": True, "trial_id": f"c_{i:05d}"},
+            path=f"/tmp/own-confirm/c_{i:05d}",
+            metrics_dataframe=pd.DataFrame({"episode_return_mean": [20.0, 30.0 + i]}),
+            error=None,
+            config={"seed": 10, CONFIRM_KEY: run},
+            checkpoint=None,
+            filesystem=None,
+        )
+        for i, run in enumerate(runs)
+    )
+    stage = summarise(own, grid, space={"lr": None}, confirming=True)
+    assert [(t.seed, t.config, t.stage) for t in stage.trials] == [
+        (12, {"lr": 0.2}, "confirm"),
+        (13, {"lr": 0.2}, "confirm"),
+    ]

@@ -190,6 +190,7 @@ def summarise(
             score=score,
             stage="confirm" if confirming else stage_of(config),
             error=error,
+            config=config,  # a confirmation trial's seed, when its result names none
         )
         best_ckpt = None
         if not confirming:  # a confirmation trial is judged by its final checkpoint

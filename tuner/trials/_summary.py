@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tuner.trials._algorithms import trial_index, trial_seed
+from tuner.trials._algorithms import seed_of
 from tuner.trials._stoppers import lookup
 from tuner.views import TrialView
 
@@ -34,8 +34,11 @@ def trial_view_from_result(
     score: float | None = None,
     stage: str = "search",
     error: str | None = None,
+    config: dict[str, Any] | None = None,
 ) -> TrialView:
-    """A TrialView from the last (nested or flat) Tune result of a trial."""
+    """A TrialView from the last (nested or flat) Tune result of a trial. Its seed is the
+    one the trial reports (RLlib trials), else the one its `config` gives it (a
+    confirmation trial's own; a search trial's spec seed + index)."""
     info = result.get("tuner") or {
         k: lookup(result, f"tuner/{k}") for k in ("seed", "node_id", "device")
     }
@@ -44,7 +47,7 @@ def trial_view_from_result(
         trial_id=trial_id,
         status=status,
         config=sampled,
-        seed=seed if seed is not None else trial_seed(base_seed, trial_index(trial_id)),
+        seed=seed if seed is not None else seed_of(config or {}, trial_id, base_seed),
         iterations=int(result.get("training_iteration") or 0),
         env_steps=int(result.get("num_env_steps_sampled_lifetime") or 0),
         # an iteration that finished no episode reports no return: the last value carries
