@@ -246,7 +246,12 @@ def _print_summary(summary: SweepSummary) -> None:
 
 @app.command()
 def evaluate(
-    checkpoint: Annotated[str, typer.Argument(help="Checkpoint dir, runs:/ or models:/ URI.")],
+    checkpoint: Annotated[
+        str,
+        typer.Argument(
+            help="Checkpoint dir, runs:/ or models:/ URI, or a Tune storage URI (s3://...)."
+        ),
+    ],
     episodes: Annotated[int, typer.Option(min=1, help="Deterministic episodes.")] = 10,
     render_to: Annotated[
         Path | None, typer.Option(help="Save the first episode as a GIF in this folder.")

@@ -76,7 +76,8 @@ class ConfirmedConfig(_View):
     median_trial_id: str | None = Field(
         None,
         description="The confirmation trial with the median score (its checkpoint is "
-        "the one registered in MLflow).",
+        "the one registered in MLflow); of an even number of scores, the worse of the two "
+        "middle ones.",
     )
     checkpoint: str | None = Field(None, description="That trial's checkpoint.")
 

@@ -178,6 +178,64 @@ def test_stop_then_resume_into_the_same_mlflow_run(server):
         assert resumed_from >= 2
 
 
+def test_stop_and_resume_during_the_confirmation_rerun_no_search_trial(server):
+    """A stop while the confirmation runs, then a resume: the search is not run again
+    (its trials, iterations and Tune histories are as they were) and the confirmation
+    completes, each trial once."""
+    spec = {**tiny("e2e-confirm-stop"), "confirm": {"top_k": 1, "seeds": 2}}
+    spec["config"]["min_time_s_per_iteration"] = 1
+    runs = server.data_dir / "ray_results"
+    with server.client() as c:
+        exp_id = c.post("/experiments", json=spec).json()["id"]
+
+        def trials():
+            return c.get(f"/experiments/{exp_id}/trials").json()["items"]
+
+        def searched():  # what a search trial run again would change
+            keys = ("iterations", "env_steps", "seed", "config", "score", "mlflow_run_id")
+            return {
+                t["trial_id"]: {k: t[k] for k in keys} for t in trials() if t["stage"] == "search"
+            }
+
+        def confirming(view):
+            assert view["status"] not in TERMINAL, view  # the stop must come first
+            return any(t["stage"] == "confirm" for t in trials())
+
+        wait_for(c, exp_id, confirming, interval=0.25)
+        assert c.post(f"/experiments/{exp_id}/stop").status_code == 202
+        view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL, timeout=120)
+        assert view["status"] == "STOPPED", view["error"]
+        search = searched()
+        assert len(search) == 2 and all(t["iterations"] == 2 for t in search.values())
+        cut = [t for t in trials() if t["stage"] == "confirm"]  # the stop cut it short
+        assert any(t["status"] != "TERMINATED" for t in cut) or len(cut) < 2, cut
+        histories = {p: p.read_text() for p in (runs / exp_id).glob("*/result.json")}
+        assert len(histories) == 2
+
+        assert c.post(f"/experiments/{exp_id}/resume").status_code == 202
+        view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL)
+        assert view["status"] == "SUCCEEDED", view["error"]
+        every = trials()
+        assert searched() == search
+    assert {p: p.read_text() for p in (runs / exp_id).glob("*/result.json")} == histories
+    assert len({t["trial_id"] for t in every}) == len(every) == 4  # each trial once
+    confirming = [t for t in every if t["stage"] == "confirm"]
+    assert all(t["status"] == "TERMINATED" and t["iterations"] == 2 for t in confirming)
+    (confirmed,) = view["confirmation"]
+    assert confirmed["trial_id"] in search and len(confirmed["seeds"]) == 2
+    assert sorted(t["seed"] for t in confirming) == confirmed["seeds"]
+    assert None not in confirmed["scores"] and confirmed["mean"] is not None
+    assert view["best"]["confirmed"] == confirmed
+    # the confirmation's Tune run finished both seeds, each from one trial directory
+    assert len(list((runs / f"{exp_id}-confirm").glob("*/result.json"))) == 2
+    mlflow = MlflowClient(tracking_uri=f"sqlite:///{server.data_dir / 'mlflow.db'}")
+    children = mlflow.search_runs(
+        [view["mlflow"]["experiment_id"]],
+        filter_string=f"tags.mlflow.parentRunId = '{view['mlflow']['parent_run_id']}'",
+    )
+    assert sorted(r.info.run_id for r in children) == sorted(t["mlflow_run_id"] for t in every)
+
+
 @pytest.mark.parametrize(
     "patch, loc, value",
     [

@@ -171,12 +171,15 @@ max_concurrent_trials: 2
 
 def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
     """Paste a spec, preview it (trials, concurrency, fit; problems next to their field),
-    submit it, see it in the list; the API wants a token and the page sends it; the page
-    runs under its Content-Security-Policy without a violation."""
+    submit it, see it in the list; a spec that does not fit previews as such and a 4xx
+    after Submit is shown; the API wants a token and the page sends it; the page runs
+    under its Content-Security-Policy without a violation."""
     from tests.e2e.conftest import Server
 
     token = "form-token-1"
-    server = Server(tmp_path / "data", TUNER_API_TOKEN=token).start()
+    # one sweep at a time: a second Submit while the first runs is a 429
+    server = Server(tmp_path / "data", TUNER_API_TOKEN=token, TUNER_MAX_ACTIVE_SWEEPS="1")
+    server.start()
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         errors = []
@@ -203,6 +206,17 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         assert "name" in page.locator("#spec-problems").inner_text()
         assert page.is_disabled("#submit-button")
 
+        # a trial bigger than the cluster (2 CPUs): the plan says so and names the field
+        too_big = TINY_YAML.format(name="too-big") + "resources: {num_env_runners: 64}\n"
+        page.fill("#spec-text", too_big)
+        page.click("#preview-button")
+        page.wait_for_selector("#plan-box:not([hidden])", timeout=120_000)
+        assert page.locator("#plan-fits").inner_text() == "no"
+        problems = page.locator("#spec-problems").inner_text()
+        assert "resources.num_env_runners" in problems and "65 CPUs" in problems, problems
+        assert page.locator("#new-status").inner_text() == "It does not fit the cluster."
+        assert page.is_disabled("#submit-button")
+
         page.fill("#spec-text", TINY_YAML.format(name="from-the-form"))
         page.click("#preview-button")
         page.wait_for_selector("#plan-box:not([hidden])", timeout=120_000)
@@ -216,6 +230,18 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
             "() => document.querySelector('#experiment-title').textContent === 'from-the-form'",
             timeout=60_000,
         )
+        # a second Submit while that sweep is queued or running: the 429 is shown
+        page.goto(server.url + "/#/new")
+        page.wait_for_selector("#new-view:not([hidden])")
+        page.fill("#spec-text", TINY_YAML.format(name="one-too-many"))
+        page.click("#preview-button")
+        page.wait_for_selector("#plan-box:not([hidden])", timeout=120_000)
+        page.click("#submit-button")
+        page.wait_for_selector("#spec-problems:not([hidden])", timeout=60_000)
+        assert page.locator("#new-status").inner_text() == "Not submitted (HTTP 429):"
+        assert "TUNER_MAX_ACTIVE_SWEEPS" in page.locator("#spec-problems").inner_text()
+        assert page.is_visible("#new-view")  # still on the form, the spec kept
+        assert "one-too-many" in page.input_value("#spec-text")
         page.goto(server.url + "/#/")
         page.wait_for_selector("#experiments-table td:has-text('from-the-form')")
         assert not errors, errors

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import tiny_spec
 from tests.integration._cli import (
     RESUMABLE,
     trained_iterations,
@@ -19,6 +20,7 @@ from tests.integration._cli import (
     wait_while_running,
 )
 from tuner import mlflow_names as names
+from tuner.trials import evaluate_checkpoint, run_sweep
 
 SPEC = {
     **RESUMABLE,
@@ -94,7 +96,9 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
     client = MlflowClient(tracking_uri=f"sqlite:///{data / 'mlflow.db'}")
     parent = client.get_run(summary["mlflow"]["parent_run_id"])
     assert parent.data.metrics[names.CONFIRMED_MEAN] == confirmation[0]["mean"]
+    assert parent.data.metrics[names.CONFIRMED_STD] == confirmation[0]["std"]
     assert parent.data.metrics[names.CONFIRMED_CI_LOW] == confirmation[0]["ci95"][0]
+    assert parent.data.metrics[names.CONFIRMED_CI_HIGH] == confirmation[0]["ci95"][1]
     children = client.search_runs(
         [summary["mlflow"]["experiment_id"]],
         filter_string=f"tags.`{names.TAG_PARENT}` = '{parent.info.run_id}'",
@@ -107,3 +111,34 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
     registered = client.get_model_version(names.registered_model("confirmed"), version)
     assert registered.run_id == median["mlflow_run_id"]
     assert registered.source.endswith(Path(confirmation[0]["checkpoint"]).name)
+
+
+def test_with_evaluation_a_seeds_score_is_its_final_deterministic_evaluation(ray_local, tmp_path):
+    spec = tiny_spec(
+        name="confirm-eval",
+        search={"method": "grid", "space": {"lr": {"grid": [1e-3]}}},
+        evaluation={"interval": 1, "duration": 2},
+        confirm={"top_k": 1, "seeds": 2},
+        seed=3,
+    )
+    summary = run_sweep(spec, storage_path=tmp_path / "tune", progress=False)
+    assert summary.status == "SUCCEEDED", summary
+    (confirmed,) = summary.confirmation
+    by_id = {t.trial_id: t for t in summary.trials}
+    runs = [by_id[t] for t in confirmed.trials]
+    assert [r.seed for r in runs] == confirmed.seeds == [4, 5]
+    # each seed's score: its final checkpoint played for evaluation.duration deterministic
+    # episodes from its own seed (what `tuner evaluate CKPT --episodes 2` gives)
+    played = [evaluate_checkpoint(r.checkpoint, episodes=2, seed=r.seed) for r in runs]
+    assert confirmed.scores == [p.mean_return for p in played]
+    assert all(len(p.returns) == 2 for p in played)
+    # ... not the trial's (stochastic) training return under scope
+    assert confirmed.scores != [r.score for r in runs]
+    assert confirmed.mean == sum(confirmed.scores) / 2
+    # the same checkpoint by URI (how a Tune storage on an object store names it) is
+    # downloaded through pyarrow and scores the same
+    uri = Path(runs[0].checkpoint).as_uri()
+    assert (
+        evaluate_checkpoint(uri, episodes=2, seed=runs[0].seed).mean_return == played[0].mean_return
+    )
+    assert not [w for w in summary.warnings if "has no score" in w]

@@ -163,3 +163,63 @@ def test_mlflow_ui_server_lists_the_sweep_with_nested_children(tracked_sweep, tm
         assert page.status_code == 200  # the UI itself is served
     finally:
         stop_process_group(server)  # the server this test started
+
+
+def test_a_sampled_renamed_key_is_reported_as_rllib_used_it(ray_local, tmp_path):
+    """DQN's default space samples train_batch_size_per_learner, which RLlib keeps as
+    `_train_batch_size_per_learner` (issue #10: it was reported null). `tuner run --output
+    json` (trials, best), the MLflow child run's params and the config RLlib built the
+    trial's algorithm with (saved in its checkpoint) hold the same value for every key."""
+    import json
+    import pickle
+    from pathlib import Path
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from tuner.cli import app
+
+    spec = {
+        "name": "dqn-default-space",
+        "algorithm": "DQN",
+        "env": "CartPole-v1",
+        "config": {
+            "num_steps_sampled_before_learning_starts": 32,
+            "min_sample_timesteps_per_iteration": 64,
+        },
+        "model": {"fcnet_hiddens": [16]},
+        "search": {"method": "random", "num_samples": 1},  # no space: DQN's default
+        "stop": {"training_iteration": 1},
+        "checkpoint": {"at_end": True},
+    }
+    path = tmp_path / "dqn.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    data = tmp_path / "data"
+    ran = CliRunner().invoke(app, ["run", str(path), "--output", "json", "--data-dir", str(data)])
+    assert ran.exit_code == 0, ran.output
+    out = json.loads(ran.stdout)
+    (trial,) = out["trials"]
+    assert trial["status"] == "TERMINATED", trial["error"]
+    sampled = trial["config"]
+    assert sampled["train_batch_size_per_learner"] in (32, 64, 128, 256)
+    assert set(sampled) == {
+        "lr",
+        "gamma",
+        "train_batch_size_per_learner",
+        "n_step",
+        "target_network_update_freq",
+    }
+    assert out["best"]["config"] == sampled
+    assert {k: out["best"]["full_config"][k] for k in sampled} == sampled
+    ctor = pickle.loads((Path(trial["checkpoint"]) / "class_and_ctor_args.pkl").read_bytes())
+    used = ctor["ctor_args_and_kwargs"][0][0]  # RLlib's own config state of the trial
+    params = (
+        MlflowClient(tracking_uri=f"sqlite:///{data / 'mlflow.db'}")
+        .get_run(trial["mlflow_run_id"])
+        .data.params
+    )
+    for key, value in sampled.items():
+        assert value is not None, key
+        assert (used[key] if key in used else used[f"_{key}"]) == value, key
+        assert json.loads(params[key]) == value, (key, params[key])
+    assert used["_train_batch_size_per_learner"] == sampled["train_batch_size_per_learner"]

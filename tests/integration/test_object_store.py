@@ -114,3 +114,34 @@ def test_sweep_on_s3_is_killed_and_resumed_from_the_bucket(s3, tmp_path):
     assert purge_tune_dir(summary["path"], f"s3://{BUCKET}/runs")
     assert _keys(s3, run_prefix) == []
     assert _keys(s3, "runs/other/") == ["runs/other/keep.txt"]
+
+
+def test_a_confirmation_with_evaluation_scores_checkpoints_in_the_bucket(s3, tmp_path):
+    """Tune names a checkpoint in the bucket without its scheme: the confirmation's final
+    evaluation gets it back, downloads the checkpoint and scores it (it used to fail)."""
+    from tuner.trials import evaluate_checkpoint
+
+    spec = {
+        **RESUMABLE,
+        "name": "s3confirm",
+        "search": {"method": "grid", "space": {"lr": {"grid": [1e-3]}}},
+        "stop": {"training_iteration": 1},
+        "checkpoint": {"at_end": False},
+        "evaluation": {"interval": 1, "duration": 2},
+        "confirm": {"top_k": 1, "seeds": 2},
+    }
+    spec["config"] = {**spec["config"], "min_time_s_per_iteration": 0}
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    run_ = tuner_run(spec_path, tmp_path / "data", TUNER_STORAGE_PATH=f"s3://{BUCKET}/runs")
+    out, _ = run_.communicate(timeout=300)
+    assert run_.returncode == 0, out
+    summary = json.loads(out)
+    (confirmed,) = summary["confirmation"]
+    by_id = {t["trial_id"]: t for t in summary["trials"]}
+    runs = [by_id[t] for t in confirmed["trials"]]
+    assert all(r["checkpoint"].startswith(f"s3://{BUCKET}/runs/s3confirm_") for r in runs)
+    assert confirmed["scores"] == [
+        evaluate_checkpoint(r["checkpoint"], episodes=2, seed=r["seed"]).mean_return for r in runs
+    ]
+    assert not [w for w in summary["warnings"] if "has no score" in w]

@@ -63,9 +63,19 @@ def test_a_generator_is_swept_scheduled_and_tracked(ray_local, tmp_path):
 
 
 def test_a_reporting_function_and_a_trainable_with_checkpoints(ray_local, tmp_path):
-    summary = run_sweep(own_loop("reinforce_reporting"), storage_path=tmp_path, progress=False)
+    spec = own_loop("reinforce_reporting", confirm={"top_k": 1, "seeds": 2})
+    summary = run_sweep(spec, storage_path=tmp_path, progress=False)
     assert summary.status == "SUCCEEDED"
     assert all(t.iterations == 3 and t.metric is not None for t in summary.trials)
+    # confirmed like an RLlib sweep: the best config on 2 fresh seeds, each scored
+    (confirmed,) = summary.confirmation
+    search = [t for t in summary.trials if t.stage == "search"]
+    runs = {t.trial_id: t for t in summary.trials if t.stage == "confirm"}
+    assert sorted(t.seed for t in search) == [0, 1] and confirmed.seeds == [2, 3]
+    assert [runs[i].seed for i in confirmed.trials] == confirmed.seeds
+    assert all(runs[i].config == confirmed.config for i in confirmed.trials)
+    assert confirmed.scores == [runs[i].score for i in confirmed.trials]
+    assert None not in confirmed.scores and confirmed.mean is not None
 
     spec = own_loop(
         "ReinforceTrainable",

@@ -42,6 +42,15 @@ def test_example_specs_validate(path):
     assert spec.resources.num_env_runners <= 1  # fits this 2-core machine
 
 
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_confirms_its_best_configs_on_fresh_seeds(path):
+    """The examples show the answer worth trusting (issue #10): own training loops,
+    multi-agent and PB2 sweeps confirm too, so no example is exempt."""
+    confirm = load_spec(path).confirm
+    assert confirm is not None, f"{path.name} has no `confirm:`"
+    assert confirm.top_k >= 1 and confirm.seeds >= 2  # a spread needs two seeds
+
+
 @pytest.mark.parametrize(
     "path", [p for p in EXAMPLES if names_example_code(p)], ids=lambda p: p.name
 )

@@ -71,7 +71,38 @@ def test_a_key_fixed_under_config_leaves_the_default_space():
     assert built.train_batch_size_per_learner == 256 and built.gamma == 0.97
 
 
-def test_a_key_fixed_under_model_leaves_the_default_space():
+def test_a_key_fixed_under_model_leaves_the_default_space(monkeypatch):
+    import tuner.search_spaces as spaces
+    from tuner.search_spaces import Domain
+
+    default = {
+        "lr": Domain.model_validate({"loguniform": [1e-4, 1e-2]}),
+        "model.fcnet_hiddens": Domain.model_validate({"choice": [[8], [16]]}),
+        "model.fcnet_activation": Domain.model_validate({"choice": ["tanh", "relu"]}),
+        "model.vf_share_layers": Domain.model_validate({"choice": [True, False]}),
+    }
+    monkeypatch.setattr(spaces, "default_space", lambda algorithm: dict(default))
+    spec = parse_spec(
+        {
+            "name": "fixed",
+            "algorithm": "PPO",
+            "env": "CartPole-v1",
+            "model": {"fcnet_hiddens": [32]},
+            # RLlib's own spelling of the model settings under `config` fixes them too
+            "config": {"model_config": {"fcnet_activation": "relu"}},
+        }
+    )
+    space = resolve_space(spec)
+    assert set(space) == {"lr", "model.vf_share_layers"}
+    # the fixed values are the ones every trial builds its RLModule with
+    trial_config = draw(param_space(spec, space), random.Random(0))
+    built = TRAINABLES["PPO"].get_default_config().update_from_dict(trial_config)
+    assert built.model_config["fcnet_hiddens"] == [32]
+    assert built.model_config["fcnet_activation"] == "relu"
+    assert built.model_config["vf_share_layers"] in (True, False)
+
+
+def test_a_space_the_user_wrote_is_searched_as_written():
     spec = parse_spec(
         {
             "name": "fixed",
@@ -81,5 +112,10 @@ def test_a_key_fixed_under_model_leaves_the_default_space():
             "search": {"space": {"model.fcnet_hiddens": {"choice": [[8], [16]]}}},
         }
     )
-    # a space the user wrote is searched as written (validation names a conflict there)
-    assert "model.fcnet_hiddens" in resolve_space(spec)
+    # only a default space loses the keys `model` fixes: a key the user's own space names
+    # is searched, and its sampled value is the one the trial builds with
+    space = resolve_space(spec)
+    assert "model.fcnet_hiddens" in space
+    trial_config = draw(param_space(spec, space), random.Random(0))
+    built = TRAINABLES["PPO"].get_default_config().update_from_dict(trial_config)
+    assert built.model_config["fcnet_hiddens"] in ([8], [16])

@@ -107,3 +107,87 @@ def test_bad_scope_and_confirm_are_named(field, value):
     with pytest.raises(SpecError) as err:
         spec(**{field: value})
     assert err.value.issues[0].loc.startswith(field)
+
+
+def confirm_stage(scores_by_seed: dict[int, float | None], mode: str = "max"):
+    """One candidate confirmed on the given seeds: its confirmed config."""
+    from tuner.trials._confirm import confirmed_configs
+
+    cand = TrialView(trial_id="s_00000", status="TERMINATED", config={"lr": 1}, score=1.0)
+    seeds = list(scores_by_seed)
+    trials = [
+        TrialView(
+            trial_id=f"c_{i:05d}",
+            status="TERMINATED",
+            config={"lr": 1},
+            seed=s,
+            stage="confirm",
+            checkpoint=f"/ckpt/{s}",
+        )
+        for i, s in enumerate(seeds)
+    ]
+    scores = {t.trial_id: scores_by_seed[t.seed] for t in trials}
+    (confirmed,) = confirmed_configs(
+        spec(mode=mode, confirm={"top_k": 1, "seeds": len(seeds)}), [cand], seeds, trials, scores
+    )
+    return confirmed, {t.trial_id: t.seed for t in trials}
+
+
+@pytest.mark.parametrize(
+    ("scores", "mode", "median_seed"),
+    [
+        ({20: 300.0, 21: 100.0, 22: 500.0}, "max", 20),  # odd: the median itself
+        ({20: 300.0, 21: 100.0, 22: 500.0}, "min", 20),
+        ({20: 400.0, 21: 100.0, 22: 500.0, 23: 200.0}, "max", 23),  # even: the lower middle
+        ({20: 400.0, 21: 100.0, 22: 500.0, 23: 200.0}, "min", 20),  # ... the higher (worse)
+        ({20: 9.0, 21: None, 22: 1.0, 23: 5.0}, "max", 23),  # a failed seed is left out
+        ({20: 9.0, 21: float("nan"), 22: 1.0}, "max", 22),  # so is a non-finite score
+    ],
+)
+def test_the_median_trial_is_the_seed_with_the_median_score(scores, mode, median_seed):
+    confirmed, seed_of = confirm_stage(scores, mode)
+    assert seed_of[confirmed.median_trial_id] == median_seed
+    assert confirmed.checkpoint == f"/ckpt/{median_seed}"  # the one registered in MLflow
+    assert len(confirmed.scores) == len(scores)  # every seed keeps its place
+
+
+def test_an_own_loops_confirmation_trials_carry_their_confirmation_seeds():
+    """A training loop of your own reports no seed (RLlib trials report `tuner/seed`):
+    a confirmation trial's is the one its config re-runs with, not its index's."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from tuner.trials._algorithms import CONFIRM_KEY
+    from tuner.trials._run import summarise
+
+    own = spec(
+        algorithm="tuner_examples.trainables:reinforce",
+        env=None,
+        model={},
+        metric="episode_return_mean",
+        search={"method": "grid", "space": {"lr": {"grid": [0.1, 0.2]}}},
+        confirm={"top_k": 1, "seeds": 2},
+    )
+
+    class Grid(list):
+        experiment_path = "/tmp/own-confirm"
+
+    runs = [{"of": "s_00001", "values": {"lr": 0.2}, "seed": s} for s in (12, 13)]
+    grid = Grid(
+        SimpleNamespace(
+            metrics={"training_iteration": 2, "done": True, "trial_id": f"c_{i:05d}"},
+            path=f"/tmp/own-confirm/c_{i:05d}",
+            metrics_dataframe=pd.DataFrame({"episode_return_mean": [20.0, 30.0 + i]}),
+            error=None,
+            config={"seed": 10, CONFIRM_KEY: run},
+            checkpoint=None,
+            filesystem=None,
+        )
+        for i, run in enumerate(runs)
+    )
+    stage = summarise(own, grid, space={"lr": None}, confirming=True)
+    assert [(t.seed, t.config, t.stage) for t in stage.trials] == [
+        (12, {"lr": 0.2}, "confirm"),
+        (13, {"lr": 0.2}, "confirm"),
+    ]

@@ -84,6 +84,23 @@ def iqm(scores: list[float]) -> float:
     return total / weight
 
 
+def median_trial(
+    scores: list[float | None], trials: list[TrialView | None], mode: str
+) -> TrialView | None:
+    """The trial with the median score (failed and non-finite scores left out); of an
+    even number, the worse of the two middle ones (the lower for `mode: max`), so the
+    model registered from it never flatters the config. Ties keep the seeds' order."""
+    ranked = sorted(
+        (
+            (x, t)
+            for x, t in zip(scores, trials, strict=True)
+            if t is not None and x is not None and math.isfinite(x)
+        ),
+        key=lambda p: p[0] if mode == "max" else -p[0],  # worst first
+    )
+    return ranked[(len(ranked) - 1) // 2][1] if ranked else None
+
+
 def confirmed_configs(
     spec: ExperimentSpec,
     candidates: list[TrialView],
@@ -100,11 +117,7 @@ def confirmed_configs(
         per_seed = [scores.get(t.trial_id) if t else None for t in runs]
         finite = [x for x in per_seed if x is not None and math.isfinite(x)]
         numbers = stats(finite, seed=spec.seed)
-        ranked = sorted(
-            ((x, t) for x, t in zip(per_seed, runs, strict=True) if t and x is not None),
-            key=lambda p: p[0],
-        )
-        median = ranked[(len(ranked) - 1) // 2][1] if ranked else None
+        median = median_trial(per_seed, runs, spec.mode)
         out.append(
             ConfirmedConfig(
                 trial_id=cand.trial_id,

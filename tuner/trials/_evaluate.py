@@ -63,7 +63,9 @@ class Evaluation(BaseModel):
 
 
 def resolve_checkpoint(checkpoint: str, tracking_uri: str | None, dest: Path) -> Path:
-    """A local checkpoint directory for a path, runs:/ or models:/ URI."""
+    """A local checkpoint directory for a path, runs:/ or models:/ URI, or a URI of the
+    Tune storage (s3://, gs://, file://: downloaded to `dest` through pyarrow, as Tune
+    reads it)."""
     if checkpoint.startswith((RUNS_URI, MODELS_URI)):
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         import mlflow.artifacts
@@ -79,7 +81,15 @@ def resolve_checkpoint(checkpoint: str, tracking_uri: str | None, dest: Path) ->
             artifact_uri=uri, dst_path=str(dest), tracking_uri=tracking_uri
         )
         return Path(local)
-    path = Path(checkpoint).expanduser()
+    if "://" in checkpoint:
+        import pyarrow.fs as pafs
+
+        fs, remote = pafs.FileSystem.from_uri(checkpoint)
+        path = dest / (Path(remote).name or "checkpoint")
+        if fs.get_file_info(remote).type == pafs.FileType.Directory:
+            pafs.copy_files(remote, str(path), source_filesystem=fs)
+    else:
+        path = Path(checkpoint).expanduser()
     if not (path / RL_MODULE_DIR).is_dir():
         raise FileNotFoundError(
             f"{checkpoint} is not an RLlib algorithm checkpoint (no {RL_MODULE_DIR})"

@@ -188,6 +188,7 @@ def summarise(
             score=score,
             stage=STAGE_CONFIRM if confirming else stage_of(config),
             error=error,
+            config=config,  # a confirmation trial's seed, when its result names none
         )
         best_ckpt = None
         if not confirming:  # a confirmation trial is judged by its final checkpoint
@@ -241,6 +242,34 @@ def _importance(
         return {}
 
 
+def _final_evaluation(
+    spec: ExperimentSpec, trial: TrialView, storage_path: str, summary: SweepSummary
+) -> float | None:
+    """A confirmation trial's score with `evaluation` set: its final checkpoint's return
+    over evaluation.duration deterministic episodes (one agent's or policy's where the
+    metric names one). None, with a warning, when it has no checkpoint or cannot be
+    evaluated: a scope value would mix training returns into evaluation scores."""
+    if not trial.checkpoint:
+        problem = "it saved no checkpoint"
+    else:
+        # on an object store: the scheme Tune leaves out, for evaluate to download it
+        checkpoint = with_scheme(trial.checkpoint, storage_path) or trial.checkpoint
+        try:
+            done = evaluate_checkpoint(
+                checkpoint, episodes=spec.evaluation.duration, seed=trial.seed or 0
+            )
+            return done.score(spec.metric)
+        except Exception as err:  # noqa: BLE001 - one seed's score, never the sweep
+            problem = f"{type(err).__name__}: {err}"
+    warning = (
+        f"confirmation trial {trial.trial_id} (seed {trial.seed}) has no score: its final "
+        f"evaluation failed ({problem})"
+    )
+    print(warning, file=sys.stderr)
+    summary.warnings.append(warning)
+    return None
+
+
 def _confirm(
     spec: ExperimentSpec,
     summary: SweepSummary,
@@ -286,12 +315,8 @@ def _confirm(
     for trial in stage.trials:
         if trial.status != "TERMINATED":
             scores[trial.trial_id] = None
-        elif spec.evaluation.interval and trial.checkpoint and "://" not in trial.checkpoint:
-            # the seed's final evaluation: deterministic actions, evaluation.duration episodes
-            done = evaluate_checkpoint(
-                trial.checkpoint, episodes=spec.evaluation.duration, seed=trial.seed or 0
-            )
-            scores[trial.trial_id] = done.score(spec.metric)  # one agent's, if it names one
+        elif spec.evaluation.interval:
+            scores[trial.trial_id] = _final_evaluation(spec, trial, storage_path, summary)
         else:
             scores[trial.trial_id] = trial.score
     summary.confirmation = confirmed_configs(spec, candidates, seeds, stage.trials, scores)

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
-from tuner.trials._algorithms import trial_index, trial_seed
+from tuner.trials._algorithms import seed_of
 from tuner.trials._stoppers import lookup
 from tuner.views import TrialView
 
@@ -35,8 +35,11 @@ def trial_view_from_result(
     score: float | None = None,
     stage: str = STAGE_SEARCH,
     error: str | None = None,
+    config: dict[str, Any] | None = None,
 ) -> TrialView:
-    """A TrialView from the last (nested or flat) Tune result of a trial."""
+    """A TrialView from the last (nested or flat) Tune result of a trial. Its seed is the
+    one the trial reports (RLlib trials), else the one its `config` gives it (a
+    confirmation trial's own; a search trial's spec seed + index)."""
     info = result.get("tuner") or {
         k: lookup(result, f"tuner/{k}") for k in ("seed", "node_id", "device")
     }
@@ -45,7 +48,7 @@ def trial_view_from_result(
         trial_id=trial_id,
         status=status,
         config=sampled,
-        seed=seed if seed is not None else trial_seed(base_seed, trial_index(trial_id)),
+        seed=seed if seed is not None else seed_of(config or {}, trial_id, base_seed),
         iterations=int(result.get(ITERATION_KEY) or 0),
         env_steps=int(result.get(STEP_KEY) or 0),
         # an iteration that finished no episode reports no return: the last value carries

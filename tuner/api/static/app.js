@@ -839,8 +839,9 @@ async function submitSpec() {
     setText($('#new-status'), `Submitted ${created.id}.`);
     location.hash = `#/experiments/${encodeURIComponent(created.id)}`;
   } catch (err) {
-    showProblems(err.problems || []);
-    setText($('#new-status'), `Not submitted: ${err instanceof HttpError ? err.message : describeError(err)}`);
+    showProblems(err.problems || []); // the problems by field, listed below
+    setText($('#new-status'), err.problems ? `Not submitted (HTTP ${err.status}):`
+      : `Not submitted: ${err instanceof HttpError ? err.message : describeError(err)}`);
   }
 }
 
