@@ -87,11 +87,11 @@ def module_allowed(path: str, allowed: Sequence[str]) -> bool:
     `allowed` module prefixes, compared whole component by component: "mypkg" allows
     "mypkg" and "mypkg.sub", never "mypkgx". Nothing is imported."""
     module = path.partition(":")[0]
-    if not _MODULE_RE.match(module):
+    if not _MODULE_RE.fullmatch(module):
         return False
     for prefix in allowed:
         prefix = prefix.strip()
-        if _MODULE_RE.match(prefix) and (module == prefix or module.startswith(prefix + ".")):
+        if _MODULE_RE.fullmatch(prefix) and (module == prefix or module.startswith(prefix + ".")):
             return True
     return False
 
@@ -102,12 +102,12 @@ def _allowed_note(allowed: Sequence[str]) -> str:
 
 
 def _import_path_ok(value: str, allowed: Sequence[str]) -> bool:
-    return bool(IMPORT_PATH_RE.match(value)) and module_allowed(value, allowed)
+    return bool(IMPORT_PATH_RE.fullmatch(value)) and module_allowed(value, allowed)
 
 
 def _dotted_hint(value: str, allowed: Sequence[str]) -> str:
     module, _, name = value.rpartition(".")
-    if _MODULE_RE.match(value) and module and module_allowed(module, allowed):
+    if _MODULE_RE.fullmatch(value) and module and module_allowed(module, allowed):
         return f" (write it as '{module}:{name}')"
     return ""
 
@@ -215,7 +215,7 @@ class _Walker:
             if ":" in value:
                 if _import_path_ok(value, self.allowed):
                     return value
-            elif _GYM_ID_RE.match(value):
+            elif _GYM_ID_RE.fullmatch(value):
                 return value
         return self._refuse(
             loc,

@@ -97,6 +97,21 @@ def test_import_path_passes_only_under_an_allowed_module():
         assert locs(issues(config, allowed)) == ["config.callbacks"], allowed
 
 
+@pytest.mark.parametrize("tail", ["\n", "\r\n", " ", "\t"])
+def test_a_trailing_newline_or_space_does_not_slip_through(tail):
+    """Every pattern matches the whole value (`$` alone also matches before a final
+    newline, so "mypkg:X\\n" once passed as an allowed import path)."""
+    assert locs(issues({"callbacks": f"mypkg.cb:MyCallbacks{tail}"}, ["mypkg"])) == [
+        "config.callbacks"
+    ]
+    assert locs(issues({"replay_buffer_config": {"type": f"mypkg:X{tail}"}}, ["mypkg"])) == [
+        "config.replay_buffer_config.type"
+    ]
+    assert locs(issues({"env": f"CartPole-v1{tail}"})) == ["config.env"]
+    assert not module_allowed(f"mypkg{tail}:X", ["mypkg"])
+    assert not module_allowed("mypkg:X", [f"mypkg{tail}x"])
+
+
 def test_dotted_path_under_an_allowed_module_is_refused_with_a_hint():
     (found,) = issues({"callbacks": "mypkg.cb.MyCallbacks"}, ["mypkg"])
     assert "'mypkg.cb:MyCallbacks'" in found.msg

@@ -118,7 +118,7 @@ def validate_spec(
     if refs:
         raise SpecError(refs)
     user_code = any(
-        isinstance(v, str) and IMPORT_PATH_RE.match(v)
+        isinstance(v, str) and IMPORT_PATH_RE.fullmatch(v)
         for v in _strings(spec.config) + _strings(spec.model)
     )
     issues: list[SpecIssue] = []
