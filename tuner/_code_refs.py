@@ -5,8 +5,9 @@ RLlib imports, parses and calls some config strings: `{type: subprocess.Popen, _
 process that builds the config. Wherever that happens (listed, with their RLlib sources, in
 tuner/rllib_classes.yaml) a spec may give only one of RLlib's own classes by its short name
 from that file, or an import path "package.module:Name" under a module prefix the operator
-allows (TUNER_ALLOWED_MODULES, `--allow-module`). Ordinary settings (`lr`,
-`fcnet_activation: relu`, ...) are not affected.
+allows (TUNER_ALLOWED_MODULES, `--allow-module`). A few settings that run code without
+naming it (`extra_python_environs_for_worker`: environment variables) are refused outright.
+Ordinary settings (`lr`, `fcnet_activation: relu`, ...) are not affected.
 
     check_code_refs(config, loc="config", allowed_modules=[...])   -> list[SpecIssue]
     check_space_code_refs(space, allowed_modules=[...])             -> list[SpecIssue]
@@ -50,6 +51,7 @@ class _Rules:
     prefixes: tuple[str, ...]
     env_keys: frozenset[str]
     data_keys: frozenset[str]
+    refused_keys: dict[str, str]
 
     def code_names(self, key: str) -> tuple[str, ...] | None:
         """The short names a code key accepts, or None if `key` is not a code key."""
@@ -79,6 +81,7 @@ def _rules() -> _Rules:
         prefixes=tuple(raw["code_key_prefixes"]),
         env_keys=frozenset(raw["env_keys"]),
         data_keys=frozenset(raw["data_keys"]),
+        refused_keys={k: " ".join(str(v).split()) for k, v in raw["refused_keys"].items()},
     )
 
 
@@ -149,6 +152,8 @@ class _Walker:
 
     def entry(self, key: str, value: Any, loc: str, parent: str | None, depth: int) -> Any:
         rules = self.rules
+        if key in rules.refused_keys and value not in (None, {}):  # RLlib's default: {}
+            return self._refuse(loc, _shown(value), rules.refused_keys[key])
         if key in rules.data_keys:
             return value
         if key in rules.env_keys:

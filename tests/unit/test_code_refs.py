@@ -112,6 +112,20 @@ def test_a_trailing_newline_or_space_does_not_slip_through(tail):
     assert not module_allowed("mypkg:X", [f"mypkg{tail}x"])
 
 
+@pytest.mark.parametrize(
+    "key", ["extra_python_environs_for_worker", "extra_python_environs_for_driver"]
+)
+def test_environment_variables_for_rllib_processes_are_refused(key):
+    """Env vars in a trial's processes run code without naming it (LD_PRELOAD, ...)."""
+    env = {"LD_PRELOAD": "/tmp/evil.so"}
+    (found,) = issues({key: env}, ["mypkg"])
+    assert found.loc == f"config.{key}" and "environment variables" in found.msg
+    nested = issues({"evaluation_config": {key: env}})
+    assert locs(nested) == [f"config.evaluation_config.{key}"]
+    assert locs(space_issues({key: {"choice": [{}, env]}})) == [f"search.space.{key}"]
+    assert issues({key: {}}) == [] and issues({key: None}) == []  # RLlib's default sets none
+
+
 def test_dotted_path_under_an_allowed_module_is_refused_with_a_hint():
     (found,) = issues({"callbacks": "mypkg.cb.MyCallbacks"}, ["mypkg"])
     assert "'mypkg.cb:MyCallbacks'" in found.msg

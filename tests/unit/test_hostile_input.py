@@ -50,6 +50,15 @@ def test_rllib_short_names_pass():
     assert "spec" in out, out
 
 
+@pytest.mark.parametrize(
+    "key", ["extra_python_environs_for_worker", "extra_python_environs_for_driver"]
+)
+def test_environment_variables_for_trial_processes_are_refused(key):
+    out = post({**BASE, "config": {key: {"LD_PRELOAD": "/tmp/evil.so"}}})
+    assert locs(out) == [f"config.{key}"]
+    assert "environment variables" in out["issues"][0]["msg"]
+
+
 def test_callbacks_naming_a_stdlib_function_are_refused():
     out = post({**BASE, "config": {"callbacks": "os.abort"}})
     assert locs(out) == ["config.callbacks"]  # the spec's own `callbacks` field owns it
