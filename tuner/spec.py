@@ -38,14 +38,16 @@ MAX_ASHA_RUNGS = 30
 # such as Optuna with them).
 POPULATION_SCHEDULERS: tuple[str, ...] = ("pbt", "pb2")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-# A gymnasium id ("CartPole-v1", "ALE/Pong-v5") or "package.module:ClassOrFactory".
-GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$")
+# A gymnasium id ("CartPole-v1", "ALE/Pong-v5") or "package.module:ClassOrFactory". No
+# dots in an id: RLlib imports a dotted env name as "module.Class" and calls it
+# (algorithms/algorithm.py:3556-3566), so "subprocess.Popen" would be code.
+GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_/-]{0,127}$")
 IMPORT_PATH_RE = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 )
 # Both kinds of env in one JSON-schema pattern (the OpenAPI schema says what is accepted).
 ENV_PATTERN = (
-    r"^(?!.*\.\.)(?:[A-Za-z0-9][A-Za-z0-9_./-]{0,127}"
+    r"^(?:[A-Za-z0-9][A-Za-z0-9_/-]{0,127}"
     r"|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*)$"
 )
 METRIC_RE = re.compile(r"^[A-Za-z0-9_/.-]{1,200}$")
@@ -406,8 +408,9 @@ class ExperimentSpec(_Model):
     env: str | None = Field(
         None,
         validate_default=True,
-        description="A registered gymnasium id, or "
-        "'package.module:ClassOrFactory' (called with env_config). Required for an RLlib "
+        description="A registered gymnasium id (no dots: RLlib would import a dotted name), "
+        "or 'package.module:ClassOrFactory' (called with env_config) under a module the "
+        "operator allows. Required for an RLlib "
         "algorithm; optional for your own training loop, which then gets it in its config "
         "as `env` (with `env_config`).",
         json_schema_extra={"pattern": ENV_PATTERN},
@@ -525,7 +528,15 @@ class ExperimentSpec(_Model):
         if ":" in v:
             if not IMPORT_PATH_RE.fullmatch(v):
                 raise ValueError(f"{v!r} is not 'package.module:Name'")
-        elif not GYM_ID_RE.fullmatch(v) or ".." in v:
+        elif "." in v:
+            module, _, name = v.rpartition(".")
+            raise ValueError(
+                f"{v!r}: RLlib imports a dotted env name as 'module.Class' and calls it; a "
+                "gymnasium id has no dots, and your own env is an import path "
+                f"('{module}:{name}') under a module the operator allows "
+                "(TUNER_ALLOWED_MODULES, `tuner run --allow-module`)"
+            )
+        elif not GYM_ID_RE.fullmatch(v):
             raise ValueError(f"{v!r} is not a gymnasium id such as 'CartPole-v1'")
         return v
 

@@ -45,6 +45,32 @@ def test_a_replay_buffer_type_that_would_start_a_process_is_refused(tmp_path, mo
     assert not (tmp_path / "probe-file").exists()
 
 
+@pytest.mark.parametrize("env", ["subprocess.Popen", "os.system", "tuner_examples.envs.Foo"])
+def test_a_dotted_env_is_refused_rllib_would_import_it(env, tmp_path):
+    """RLlib imports a dotted env name ('module.Class') and calls it with env_config."""
+    out = post({**BASE, "env": env})
+    assert locs(out) == ["env"] and "RLlib imports a dotted env name" in out["issues"][0]["msg"]
+    # not even under an allowed module: an import path is written 'module:Name'
+    allowed = post({**BASE, "env": env}, allowed=["tuner_examples", "os", "subprocess"])
+    assert locs(allowed) == ["env"]
+    module, _, name = env.rpartition(".")
+    assert f"'{module}:{name}'" in allowed["issues"][0]["msg"]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**BASE, "env": env}))
+    result = CliRunner().invoke(cli, ["validate", str(spec), "--no-env", "--no-fit"])
+    assert result.exit_code == 2 and "env" in result.output and env in result.output
+
+
+def test_an_import_path_env_needs_an_allowed_module_also_without_the_env_check(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**BASE, "env": "tuner_examples.envs:stateless_cartpole"}))
+    refused = CliRunner().invoke(cli, ["validate", str(spec), "--no-env", "--no-fit"])
+    assert refused.exit_code == 2 and "TUNER_ALLOWED_MODULES" in refused.output
+    args = ["validate", str(spec), "--no-env", "--no-fit", "--allow-module", "tuner_examples"]
+    allowed = CliRunner().invoke(cli, args)
+    assert allowed.exit_code == 0, allowed.output
+
+
 def test_rllib_short_names_pass():
     out = post({**BASE, "config": {"replay_buffer_config": {"type": "EpisodeReplayBuffer"}}})
     assert "spec" in out, out
