@@ -12,10 +12,14 @@ Ordinary settings (`lr`, `fcnet_activation: relu`, ...) are not affected.
     check_code_refs(config, loc="config", allowed_modules=[...])   -> list[SpecIssue]
     check_space_code_refs(space, allowed_modules=[...])             -> list[SpecIssue]
     module_allowed("pkg.mod:Name", ["pkg"])                         -> True
+    import_paths(config, model, space=space)                        -> ["pkg.mod:Name", ...]
     resolve_code_refs(config, allowed_modules=[...])                -> config, paths imported
+    resolve_paths(config, ["pkg.mod:Name"])                         -> config, those imported
 
-The checks import nothing a spec names; only `resolve_code_refs` imports, and it is meant
-for the driver (and each trial) after the spec has been checked.
+The checks import nothing a spec names; only the resolve functions import, and they are
+meant for each trial's process after the spec has been checked: the driver hands the trials
+the paths the checked spec names (`import_paths`), a trial imports them (`resolve_paths`)
+before RLlib sees its config.
 """
 
 from __future__ import annotations
@@ -131,6 +135,7 @@ class _Walker:
         self.rules = _rules()
         self.issues: list[SpecIssue] = []
         self.resolve = resolve
+        self.paths: set[str] = set()  # every import path seen at a code position
 
     def _refuse(self, loc: str, value: Any, msg: str) -> Any:
         self.issues.append(SpecIssue(loc=loc, value=value, msg=msg))
@@ -185,6 +190,8 @@ class _Walker:
         if isinstance(value, str):
             if value in names:
                 return value
+            if IMPORT_PATH_RE.fullmatch(value):
+                self.paths.add(value)
             if _import_path_ok(value, self.allowed):
                 return self.resolve(value) if self.resolve else value
             listed = ", ".join(names)
@@ -256,6 +263,16 @@ def _domain_values(dom: Any) -> list[Any]:
     return list(args) if isinstance(args, (list, tuple)) else [args]
 
 
+def _walk_space(walker: _Walker, space: Mapping[str, Any], loc: str) -> None:
+    for key, dom in space.items():
+        parts = str(key).split(".")
+        for value in _domain_values(dom):
+            nested: Any = value
+            for part in reversed(parts):
+                nested = {part: nested}
+            walker.data(nested, loc, None, 0)
+
+
 def check_space_code_refs(
     space: Mapping[str, Any], *, allowed_modules: Sequence[str], loc: str = "search.space"
 ) -> list[SpecIssue]:
@@ -265,13 +282,7 @@ def check_space_code_refs(
     as the nested setting it names. Issues are located at `<loc>.<key>[.<path inside>]`.
     Imports nothing."""
     walker = _Walker(allowed_modules)
-    for key, dom in space.items():
-        parts = str(key).split(".")
-        for value in _domain_values(dom):
-            nested: Any = value
-            for part in reversed(parts):
-                nested = {part: nested}
-            walker.data(nested, loc, None, 0)
+    _walk_space(walker, space, loc)
     # one issue per place and value, even when a value repeats across grid/choice lists
     seen: set[tuple[str, str]] = set()
     out = []
@@ -302,9 +313,52 @@ def resolve_code_refs(
     return walker.data(copy.deepcopy(dict(config)), loc, None, 0)
 
 
+def import_paths(*configs: Mapping[str, Any], space: Mapping[str, Any] | None = None) -> list[str]:
+    """Every import path "package.module:Name" that the RLlib settings in `configs` (and
+    every value each `space` entry can take) name at a code position, sorted, whether or
+    not its module is allowed (envs are not code positions). Imports nothing: for the
+    driver, to tell its trials what to import once the checks passed."""
+    walker = _Walker([])
+    for config in configs:
+        walker.data(config, "", None, 0)
+    if space:
+        _walk_space(walker, space, "")
+    return sorted(walker.paths)
+
+
+def _names_one(value: Any, paths: frozenset[str], depth: int = 0) -> bool:
+    if isinstance(value, str):
+        return value in paths
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(value, Mapping):
+        return any(_names_one(v, paths, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_names_one(v, paths, depth + 1) for v in value)
+    return False
+
+
+def resolve_paths(config: Mapping[str, Any], paths: Sequence[str]) -> dict[str, Any]:
+    """A copy of `config` (RLlib settings, e.g. a trial's config dict) in which each of
+    `paths` found at a code position is replaced by the object it names; every other value
+    stays as it is (only the top-level entries that hold one of `paths` are rebuilt, as
+    plain dicts and lists). For a trial's process: it imports those modules, which the
+    driver checked against the allowed modules (`import_paths` of the checked spec)."""
+    wanted = frozenset(paths)
+    modules = sorted({p.partition(":")[0] for p in wanted})
+    walker = _Walker(modules, resolve=lambda path: _load(path) if path in wanted else path)
+    out = dict(config)
+    for key, value in config.items():
+        if _names_one(value, wanted):
+            out[key] = walker.entry(str(key), value, str(key), None, 1)
+    return out
+
+
 __all__ = [
     "check_code_refs",
     "check_space_code_refs",
+    "import_paths",
     "module_allowed",
     "resolve_code_refs",
+    "resolve_paths",
 ]
