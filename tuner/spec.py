@@ -33,7 +33,6 @@ from tuner.search_spaces import Domain
 ALGORITHMS: tuple[str, ...] = registry.base_algorithms()
 PRESETS: tuple[str, ...] = registry.presets()
 
-MAX_ASHA_RUNGS = 30
 # Schedulers that perturb hyperparameters of running trials (Tune refuses a searcher
 # such as Optuna with them).
 POPULATION_SCHEDULERS: tuple[str, ...] = ("pbt", "pb2")
@@ -165,16 +164,16 @@ class SchedulerSpec(_Model):
     def _grace_below_max(self) -> SchedulerSpec:
         if self.type == "asha" and self.grace_period > self.max_t:
             raise ValueError(f"grace_period ({self.grace_period}) must be <= max_t ({self.max_t})")
-        if self.type == "asha":
-            rungs = 1 + math.floor(
-                math.log(self.max_t / self.grace_period) / math.log(self.reduction_factor)
-            )
-            if rungs > MAX_ASHA_RUNGS:
-                raise ValueError(
-                    f"max_t / grace_period / reduction_factor make {rungs} ASHA rungs; at "
-                    f"most {MAX_ASHA_RUNGS} (raise grace_period or reduction_factor)"
-                )
         return self
+
+    def asha_rungs(self) -> int:
+        """How many rungs ASHA makes of max_t, grace_period and reduction_factor (as Tune
+        counts them); 0 for another scheduler. A service limits it (TUNER_MAX_ASHA_RUNGS)."""
+        if self.type != "asha":
+            return 0
+        return 1 + math.floor(
+            math.log(self.max_t / self.grace_period) / math.log(self.reduction_factor)
+        )
 
 
 class StopSpec(_Model):

@@ -215,7 +215,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     await asyncio.to_thread(launcher.start, settings.embedded_num_cpus)
     if ui is not None:
         await asyncio.to_thread(wait_for_mlflow_ui, ui, port)
-    app.state.validator = Validator(settings.allowed_module_list, settings.max_trials)
+    app.state.validator = Validator(
+        settings.allowed_module_list,
+        settings.max_trials,
+        max_asha_rungs=settings.max_asha_rungs,
+    )
     loop = asyncio.get_running_loop()
     app.state.wake_event = asyncio.Event()
     app.state.wake = lambda: loop.call_soon_threadsafe(app.state.wake_event.set)
