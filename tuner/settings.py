@@ -111,7 +111,8 @@ class Settings(BaseSettings):
         30,
         ge=1,
         description="Most rungs a sweep's ASHA scheduler may make (1 + log(max_t / "
-        "grace_period) / log(reduction_factor)); more is a 422 on `scheduler`.",
+        "grace_period) / log(reduction_factor)); more is a 422 on `scheduler` (and an error "
+        "of `tuner validate`, `plan` and `run`).",
     )
     max_active_sweeps: int = Field(
         100,

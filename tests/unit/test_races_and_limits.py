@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from concurrent.futures import ThreadPoolExecutor
 
@@ -135,3 +136,17 @@ def test_polled_views_are_served_from_the_cache_within_its_ttl(service_app, path
     assert reads and reads[0] == rec.id
     if not path:
         assert after.json()["status"] == "STOPPED"
+
+
+def test_the_cli_applies_the_asha_rung_limit_too(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from tuner.cli import app as cli
+
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({**SPEC, "scheduler": FORTY_RUNGS}))
+    refused = CliRunner().invoke(cli, ["validate", str(path), "--no-env", "--no-fit"])
+    assert refused.exit_code == 2 and "TUNER_MAX_ASHA_RUNGS" in refused.output
+    monkeypatch.setenv("TUNER_MAX_ASHA_RUNGS", "40")
+    allowed = CliRunner().invoke(cli, ["validate", str(path), "--no-env", "--no-fit"])
+    assert allowed.exit_code == 0, allowed.output
