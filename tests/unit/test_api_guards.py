@@ -71,3 +71,21 @@ def test_cross_site_requests_refused(tmp_path):
 def test_no_cdn_backed_docs_pages(client):
     assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
     assert "ExperimentSpec" in client.get("/openapi.json").json()["components"]["schemas"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("OPTIONS", "/api/v1/experiments", {"GET", "HEAD", "POST"}),
+        ("PUT", "/api/v1/experiments", {"GET", "HEAD", "POST"}),
+        ("OPTIONS", "/api/v1/experiments/abc", {"DELETE", "GET", "HEAD"}),
+        ("PATCH", "/api/v1/experiments/abc", {"DELETE", "GET", "HEAD"}),
+        ("GET", "/api/v1/experiments/abc/stop", {"POST"}),
+        ("POST", "/api/v1/healthz", {"GET", "HEAD"}),
+        ("POST", "/", {"GET", "HEAD"}),
+    ],
+)
+def test_a_405_names_every_method_of_the_path(client, method, path, allowed):
+    r = client.request(method, path, headers={"Authorization": "Bearer s3cret"})
+    assert r.status_code == 405
+    assert set(r.headers["allow"].split(", ")) == allowed
