@@ -48,7 +48,8 @@ def plotly_js() -> Path:
 
 
 class BodyLimit:
-    """Rejects request bodies over `limit` bytes with 413 (declared or streamed)."""
+    """Rejects request bodies over `limit` bytes with 413 (declared or streamed), in the
+    shape of every bad-input answer (Problems: {detail: [{loc, msg, value}]})."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -80,7 +81,12 @@ class BodyLimit:
             await self._reject(scope, receive, send)
 
     async def _reject(self, scope: dict, receive: Any, send: Any) -> None:
-        response = JSONResponse({"detail": f"request body over {self.limit} bytes"}, 413)
+        problem = {
+            "loc": "(body)",
+            "msg": f"request body over {self.limit} bytes (TUNER_MAX_BODY_BYTES)",
+            "value": None,
+        }
+        response = JSONResponse({"detail": [problem]}, 413)
         await response(scope, receive, send)
 
 
