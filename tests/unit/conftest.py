@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,11 +34,20 @@ class RecordingLauncher(Launcher):
 
 
 @pytest.fixture(scope="session")
-def spec_validator() -> Iterator[Any]:
-    """One validator worker process (RLlib loads once) for every HTTP test."""
+def validator_probe_file(tmp_path_factory) -> Path:
+    """Where tests/probe_import.py leaves its mark if the validator worker imports it."""
+    return tmp_path_factory.mktemp("validator-probe") / "imported"
+
+
+@pytest.fixture(scope="session")
+def spec_validator(validator_probe_file) -> Iterator[Any]:
+    """One validator worker process (RLlib loads once) for every HTTP test; it marks
+    `validator_probe_file` if it ever imports tests/probe_import.py."""
     from tuner.api._validator import Validator
 
-    validator = Validator([])
+    with pytest.MonkeyPatch.context() as env:  # the worker is spawned with this environment
+        env.setenv("TUNER_PROBE_FILE", str(validator_probe_file))
+        validator = Validator([])
     yield validator
     validator.close()
 
