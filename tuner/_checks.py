@@ -38,9 +38,11 @@ def check_body(
     allowed_modules: list[str],
     nodes: list[dict[str, float]] | None = None,
     max_trials: int | None = None,
+    max_asha_rungs: int | None = None,
 ) -> dict[str, Any]:
     """{"spec": validated spec JSON, "warnings": [...]} or {"issues": [{loc, msg, value}]}
-    (with "status": 413 for a body nested too deep).
+    (with "status": 413 for a body nested too deep). `max_trials`, `max_asha_rungs`: the
+    service's limits.
 
     Nothing the spec names is imported here: code references and import-path envs are
     checked against `allowed_modules` as text. With `nodes` (each alive node's total
@@ -48,7 +50,7 @@ def check_body(
     from tuner.trials import check_fits
 
     def check(spec: Any) -> dict[str, Any]:
-        warnings = _validate(spec, allowed_modules, max_trials)
+        warnings = _validate(spec, allowed_modules, max_trials, max_asha_rungs)
         if nodes:
             check_fits(spec, nodes)
         return {"spec": spec.model_dump(mode="json"), "warnings": warnings}
@@ -63,6 +65,7 @@ def plan_body(
     nodes: list[dict[str, float]] | None,
     check_fit: bool,
     max_trials: int | None = None,
+    max_asha_rungs: int | None = None,
 ) -> dict[str, Any]:
     """{"plan": Plan JSON} for a valid spec (whether it fits is part of the plan) or
     {"issues": [...]} (with "status": 413 for a body nested too deep)."""
@@ -70,7 +73,7 @@ def plan_body(
 
     def plan(spec: Any) -> dict[str, Any]:
         space = resolve_space(spec)  # once: validation and the plan share it
-        _validate(spec, allowed_modules, max_trials, space)
+        _validate(spec, allowed_modules, max_trials, max_asha_rungs, space)
         planned = plan_spec(spec, nodes, check_fit=check_fit, space=space)
         return {"plan": planned.model_dump(mode="json")}
 
@@ -81,6 +84,7 @@ def _validate(
     spec: Any,
     allowed_modules: list[str],
     max_trials: int | None,
+    max_asha_rungs: int | None,
     space: dict[str, Domain] | None = None,
 ) -> list[str]:
     from tuner.trials import validate_spec
@@ -90,6 +94,7 @@ def _validate(
         allowed_modules=allowed_modules,
         import_user_code=False,
         max_trials=max_trials,
+        max_asha_rungs=max_asha_rungs,
         space=space,
     )
 

@@ -5,16 +5,21 @@ RLlib imports, parses and calls some config strings: `{type: subprocess.Popen, _
 process that builds the config. Wherever that happens (listed, with their RLlib sources, in
 tuner/rllib_classes.yaml) a spec may give only one of RLlib's own classes by its short name
 from that file, or an import path "package.module:Name" under a module prefix the operator
-allows (TUNER_ALLOWED_MODULES, `--allow-module`). Ordinary settings (`lr`,
-`fcnet_activation: relu`, ...) are not affected.
+allows (TUNER_ALLOWED_MODULES, `--allow-module`). A few settings that run code without
+naming it (`extra_python_environs_for_worker`: environment variables) are refused outright.
+Ordinary settings (`lr`, `fcnet_activation: relu`, ...) are not affected.
 
     check_code_refs(config, loc="config", allowed_modules=[...])   -> list[SpecIssue]
     check_space_code_refs(space, allowed_modules=[...])             -> list[SpecIssue]
     module_allowed("pkg.mod:Name", ["pkg"])                         -> True
+    import_paths(config, model, space=space)                        -> ["pkg.mod:Name", ...]
     resolve_code_refs(config, allowed_modules=[...])                -> config, paths imported
+    resolve_paths(config, ["pkg.mod:Name"])                         -> config, those imported
 
-The checks import nothing a spec names; only `resolve_code_refs` imports, and it is meant
-for the driver (and each trial) after the spec has been checked.
+The checks import nothing a spec names; only the resolve functions import, and they are
+meant for each trial's process after the spec has been checked: the driver hands the trials
+the paths the checked spec names (`import_paths`), a trial imports them (`resolve_paths`)
+before RLlib sees its config.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class _Rules:
     prefixes: tuple[str, ...]
     env_keys: frozenset[str]
     data_keys: frozenset[str]
+    refused_keys: dict[str, str]
 
     def code_names(self, key: str) -> tuple[str, ...] | None:
         """The short names a code key accepts, or None if `key` is not a code key."""
@@ -79,6 +85,7 @@ def _rules() -> _Rules:
         prefixes=tuple(raw["code_key_prefixes"]),
         env_keys=frozenset(raw["env_keys"]),
         data_keys=frozenset(raw["data_keys"]),
+        refused_keys={k: " ".join(str(v).split()) for k, v in raw["refused_keys"].items()},
     )
 
 
@@ -87,11 +94,11 @@ def module_allowed(path: str, allowed: Sequence[str]) -> bool:
     `allowed` module prefixes, compared whole component by component: "mypkg" allows
     "mypkg" and "mypkg.sub", never "mypkgx". Nothing is imported."""
     module = path.partition(":")[0]
-    if not _MODULE_RE.match(module):
+    if not _MODULE_RE.fullmatch(module):
         return False
     for prefix in allowed:
         prefix = prefix.strip()
-        if _MODULE_RE.match(prefix) and (module == prefix or module.startswith(prefix + ".")):
+        if _MODULE_RE.fullmatch(prefix) and (module == prefix or module.startswith(prefix + ".")):
             return True
     return False
 
@@ -102,12 +109,12 @@ def _allowed_note(allowed: Sequence[str]) -> str:
 
 
 def _import_path_ok(value: str, allowed: Sequence[str]) -> bool:
-    return bool(IMPORT_PATH_RE.match(value)) and module_allowed(value, allowed)
+    return bool(IMPORT_PATH_RE.fullmatch(value)) and module_allowed(value, allowed)
 
 
 def _dotted_hint(value: str, allowed: Sequence[str]) -> str:
     module, _, name = value.rpartition(".")
-    if _MODULE_RE.match(value) and module and module_allowed(module, allowed):
+    if _MODULE_RE.fullmatch(value) and module and module_allowed(module, allowed):
         return f" (write it as '{module}:{name}')"
     return ""
 
@@ -128,6 +135,7 @@ class _Walker:
         self.rules = _rules()
         self.issues: list[SpecIssue] = []
         self.resolve = resolve
+        self.paths: set[str] = set()  # every import path seen at a code position
 
     def _refuse(self, loc: str, value: Any, msg: str) -> Any:
         self.issues.append(SpecIssue(loc=loc, value=value, msg=msg))
@@ -149,6 +157,8 @@ class _Walker:
 
     def entry(self, key: str, value: Any, loc: str, parent: str | None, depth: int) -> Any:
         rules = self.rules
+        if key in rules.refused_keys and value not in (None, {}):  # RLlib's default: {}
+            return self._refuse(loc, _shown(value), rules.refused_keys[key])
         if key in rules.data_keys:
             return value
         if key in rules.env_keys:
@@ -180,6 +190,8 @@ class _Walker:
         if isinstance(value, str):
             if value in names:
                 return value
+            if IMPORT_PATH_RE.fullmatch(value):
+                self.paths.add(value)
             if _import_path_ok(value, self.allowed):
                 return self.resolve(value) if self.resolve else value
             listed = ", ".join(names)
@@ -215,7 +227,7 @@ class _Walker:
             if ":" in value:
                 if _import_path_ok(value, self.allowed):
                     return value
-            elif _GYM_ID_RE.match(value):
+            elif _GYM_ID_RE.fullmatch(value):
                 return value
         return self._refuse(
             loc,
@@ -251,6 +263,16 @@ def _domain_values(dom: Any) -> list[Any]:
     return list(args) if isinstance(args, (list, tuple)) else [args]
 
 
+def _walk_space(walker: _Walker, space: Mapping[str, Any], loc: str) -> None:
+    for key, dom in space.items():
+        parts = str(key).split(".")
+        for value in _domain_values(dom):
+            nested: Any = value
+            for part in reversed(parts):
+                nested = {part: nested}
+            walker.data(nested, loc, None, 0)
+
+
 def check_space_code_refs(
     space: Mapping[str, Any], *, allowed_modules: Sequence[str], loc: str = "search.space"
 ) -> list[SpecIssue]:
@@ -260,13 +282,7 @@ def check_space_code_refs(
     as the nested setting it names. Issues are located at `<loc>.<key>[.<path inside>]`.
     Imports nothing."""
     walker = _Walker(allowed_modules)
-    for key, dom in space.items():
-        parts = str(key).split(".")
-        for value in _domain_values(dom):
-            nested: Any = value
-            for part in reversed(parts):
-                nested = {part: nested}
-            walker.data(nested, loc, None, 0)
+    _walk_space(walker, space, loc)
     # one issue per place and value, even when a value repeats across grid/choice lists
     seen: set[tuple[str, str]] = set()
     out = []
@@ -297,9 +313,52 @@ def resolve_code_refs(
     return walker.data(copy.deepcopy(dict(config)), loc, None, 0)
 
 
+def import_paths(*configs: Mapping[str, Any], space: Mapping[str, Any] | None = None) -> list[str]:
+    """Every import path "package.module:Name" that the RLlib settings in `configs` (and
+    every value each `space` entry can take) name at a code position, sorted, whether or
+    not its module is allowed (envs are not code positions). Imports nothing: for the
+    driver, to tell its trials what to import once the checks passed."""
+    walker = _Walker([])
+    for config in configs:
+        walker.data(config, "", None, 0)
+    if space:
+        _walk_space(walker, space, "")
+    return sorted(walker.paths)
+
+
+def _names_one(value: Any, paths: frozenset[str], depth: int = 0) -> bool:
+    if isinstance(value, str):
+        return value in paths
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(value, Mapping):
+        return any(_names_one(v, paths, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_names_one(v, paths, depth + 1) for v in value)
+    return False
+
+
+def resolve_paths(config: Mapping[str, Any], paths: Sequence[str]) -> dict[str, Any]:
+    """A copy of `config` (RLlib settings, e.g. a trial's config dict) in which each of
+    `paths` found at a code position is replaced by the object it names; every other value
+    stays as it is (only the top-level entries that hold one of `paths` are rebuilt, as
+    plain dicts and lists). For a trial's process: it imports those modules, which the
+    driver checked against the allowed modules (`import_paths` of the checked spec)."""
+    wanted = frozenset(paths)
+    modules = sorted({p.partition(":")[0] for p in wanted})
+    walker = _Walker(modules, resolve=lambda path: _load(path) if path in wanted else path)
+    out = dict(config)
+    for key, value in config.items():
+        if _names_one(value, wanted):
+            out[key] = walker.entry(str(key), value, str(key), None, 1)
+    return out
+
+
 __all__ = [
     "check_code_refs",
     "check_space_code_refs",
+    "import_paths",
     "module_allowed",
     "resolve_code_refs",
+    "resolve_paths",
 ]

@@ -90,7 +90,10 @@ def validate(
     try:
         spec = load_spec(file)
         warnings = validate_spec(
-            spec, build_env=env_check, allowed_modules=_allowed(settings, allow_module)
+            spec,
+            build_env=env_check,
+            allowed_modules=_allowed(settings, allow_module),
+            max_asha_rungs=settings.max_asha_rungs,
         )
         if fit:
             check_fits(spec, target_nodes(settings))
@@ -122,6 +125,7 @@ def plan(
             spec,
             build_env=False,
             allowed_modules=_allowed(settings, allow_module),
+            max_asha_rungs=settings.max_asha_rungs,
             space=space,
         )
         result = plan_spec(spec, target_nodes(settings) if fit else None, space=space)
@@ -180,6 +184,7 @@ def run(
             check_fit=settings.cluster_fit_check,
             allowed_modules=_allowed(settings, allow_module),
             growth_nodes=settings.growth_nodes,
+            max_asha_rungs=settings.max_asha_rungs,
             # Ctrl-C: running trials checkpoint first; Ctrl-C again stops at once
             callbacks=[GracefulCtrlC()],
         )

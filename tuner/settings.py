@@ -109,10 +109,18 @@ class Settings(BaseSettings):
     max_trials: int = Field(
         1000, ge=1, description="Most search trials one sweep may make (grid x num_samples)."
     )
+    max_asha_rungs: int = Field(
+        30,
+        ge=1,
+        description="Most rungs a sweep's ASHA scheduler may make (1 + log(max_t / "
+        "grace_period) / log(reduction_factor)); more is a 422 on `scheduler` (and an error "
+        "of `tuner validate`, `plan` and `run`).",
+    )
     max_active_sweeps: int = Field(
         100,
         ge=1,
-        description="Most sweeps queued or running at once; another POST is a 429 until one ends.",
+        description="Most sweeps queued or running at once, per token: the service has one "
+        "(TUNER_API_TOKEN), so per service. Another POST is a 429 until one ends.",
     )
     view_cache_s: float = Field(
         0.5, ge=0, description="How long a polled sweep / trials view is served from memory."

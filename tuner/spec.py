@@ -34,19 +34,20 @@ from tuner.views import Issue as SpecIssue  # the one {loc, msg, value} shape
 ALGORITHMS: tuple[str, ...] = registry.base_algorithms()
 PRESETS: tuple[str, ...] = registry.presets()
 
-MAX_ASHA_RUNGS = 30
 # Schedulers that perturb hyperparameters of running trials (Tune refuses a searcher
 # such as Optuna with them).
 POPULATION_SCHEDULERS: tuple[str, ...] = ("pbt", "pb2")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-# A gymnasium id ("CartPole-v1", "ALE/Pong-v5") or "package.module:ClassOrFactory".
-GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$")
+# A gymnasium id ("CartPole-v1", "ALE/Pong-v5") or "package.module:ClassOrFactory". No
+# dots in an id: RLlib imports a dotted env name as "module.Class" and calls it
+# (algorithms/algorithm.py:3556-3566), so "subprocess.Popen" would be code.
+GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_/-]{0,127}$")
 IMPORT_PATH_RE = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 )
 # Both kinds of env in one JSON-schema pattern (the OpenAPI schema says what is accepted).
 ENV_PATTERN = (
-    r"^(?!.*\.\.)(?:[A-Za-z0-9][A-Za-z0-9_./-]{0,127}"
+    r"^(?:[A-Za-z0-9][A-Za-z0-9_/-]{0,127}"
     r"|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*)$"
 )
 METRIC_RE = re.compile(r"^[A-Za-z0-9_/.-]{1,200}$")
@@ -164,16 +165,16 @@ class SchedulerSpec(_Model):
     def _grace_below_max(self) -> SchedulerSpec:
         if self.type == "asha" and self.grace_period > self.max_t:
             raise ValueError(f"grace_period ({self.grace_period}) must be <= max_t ({self.max_t})")
-        if self.type == "asha":
-            rungs = 1 + math.floor(
-                math.log(self.max_t / self.grace_period) / math.log(self.reduction_factor)
-            )
-            if rungs > MAX_ASHA_RUNGS:
-                raise ValueError(
-                    f"max_t / grace_period / reduction_factor make {rungs} ASHA rungs; at "
-                    f"most {MAX_ASHA_RUNGS} (raise grace_period or reduction_factor)"
-                )
         return self
+
+    def asha_rungs(self) -> int:
+        """How many rungs ASHA makes of max_t, grace_period and reduction_factor (as Tune
+        counts them); 0 for another scheduler. A service limits it (TUNER_MAX_ASHA_RUNGS)."""
+        if self.type != "asha":
+            return 0
+        return 1 + math.floor(
+            math.log(self.max_t / self.grace_period) / math.log(self.reduction_factor)
+        )
 
 
 class StopSpec(_Model):
@@ -407,8 +408,9 @@ class ExperimentSpec(_Model):
     env: str | None = Field(
         None,
         validate_default=True,
-        description="A registered gymnasium id, or "
-        "'package.module:ClassOrFactory' (called with env_config). Required for an RLlib "
+        description="A registered gymnasium id (no dots: RLlib would import a dotted name), "
+        "or 'package.module:ClassOrFactory' (called with env_config) under a module the "
+        "operator allows. Required for an RLlib "
         "algorithm; optional for your own training loop, which then gets it in its config "
         "as `env` (with `env_config`).",
         json_schema_extra={"pattern": ENV_PATTERN},
@@ -526,7 +528,15 @@ class ExperimentSpec(_Model):
         if ":" in v:
             if not IMPORT_PATH_RE.fullmatch(v):
                 raise ValueError(f"{v!r} is not 'package.module:Name'")
-        elif not GYM_ID_RE.fullmatch(v) or ".." in v:
+        elif "." in v:
+            module, _, name = v.rpartition(".")
+            raise ValueError(
+                f"{v!r}: RLlib imports a dotted env name as 'module.Class' and calls it; a "
+                "gymnasium id has no dots, and your own env is an import path "
+                f"('{module}:{name}') under a module the operator allows "
+                "(TUNER_ALLOWED_MODULES, `tuner run --allow-module`)"
+            )
+        elif not GYM_ID_RE.fullmatch(v):
             raise ValueError(f"{v!r} is not a gymnasium id such as 'CartPole-v1'")
         return v
 

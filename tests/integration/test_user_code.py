@@ -150,3 +150,38 @@ def test_custom_module_gets_the_model_config_with_sampled_values(ray_local, tmp_
         assert math.isfinite(algo.train()["learners"]["default_policy"]["total_loss"])
     finally:
         algo.stop()
+
+
+def test_own_replay_buffer_by_import_path_trains(ray_local, tmp_path):
+    """`config.replay_buffer_config.type` as an allowed import path: the trial imports the
+    class and RLlib's DQN builds and fills it (before, the string reached RLlib, whose
+    from_config cannot build "pkg.mod:Name", and the trial errored)."""
+    spec = parse_spec(
+        {
+            "name": "own-buffer",
+            "algorithm": "DQN",
+            "env": "CartPole-v1",
+            "config": {
+                "replay_buffer_config": {
+                    "type": "tuner_examples.buffers:CountingReplayBuffer",
+                    "capacity": 2000,
+                },
+                "train_batch_size_per_learner": 32,
+                "num_steps_sampled_before_learning_starts": 32,
+            },
+            "model": {"fcnet_hiddens": [16]},
+            "search": {"method": "grid", "space": {"lr": {"grid": [1e-3]}}},
+            # what only this class logs: a value means RLlib built and sampled from it
+            "metric": "replay_buffer/own_buffer_chunks_added",
+            "stop": {"training_iteration": 1},
+            "resources": {"num_env_runners": 0},
+            "checkpoint": {"at_end": False},
+        }
+    )
+    summary = run_sweep(
+        spec, storage_path=tmp_path, progress=False, allowed_modules=["tuner_examples"]
+    )
+    assert summary.status == "SUCCEEDED"
+    (trial,) = summary.trials
+    assert trial.status == "TERMINATED" and trial.error is None, trial.error
+    assert trial.iterations == 1 and trial.metric and trial.metric > 0

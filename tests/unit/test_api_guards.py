@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from tuner.api import create_app
 from tuner.settings import Settings
+from tuner.views import Problems
 
 
 @pytest.fixture
@@ -36,10 +37,33 @@ def test_token_accepted(client):
 
 
 def test_body_limit(client):
+    """A 413 has the shape of every bad-input answer, the one the schema declares."""
     r = client.post(
         "/api/v1/experiments", content=b"x" * 5000, headers={"Authorization": "Bearer s3cret"}
     )
-    assert r.status_code == 413 and "1000 bytes" in r.json()["detail"]
+    assert r.status_code == 413
+    (problem,) = Problems.model_validate(r.json()).detail
+    assert problem.loc == "(body)" and "1000 bytes" in problem.msg
+    assert "TUNER_MAX_BODY_BYTES" in problem.msg
+    assert set(r.json()["detail"][0]) == {"loc", "msg", "value"}
+    schema = client.get("/openapi.json").json()
+    declared = schema["paths"]["/api/v1/experiments"]["post"]["responses"]["413"]
+    ref = declared["content"]["application/json"]["schema"]["$ref"]
+    assert ref == "#/components/schemas/Problems"
+    problems = schema["components"]["schemas"]["Problems"]
+    assert problems["required"] == ["detail"]
+    assert problems["properties"]["detail"]["type"] == "array"
+
+
+def test_a_streamed_body_over_the_limit_gets_the_same_413(service_app):
+    """No Content-Length: the limit is counted as the body arrives."""
+    app = service_app(max_body_bytes=1000)
+    client = TestClient(app, base_url="http://127.0.0.1")
+    streamed = client.post("/api/v1/experiments", content=iter([b"x" * 600, b"x" * 600]))
+    assert streamed.status_code == 413
+    (problem,) = Problems.model_validate(streamed.json()).detail
+    assert problem.loc == "(body)" and "1000 bytes" in problem.msg
+    assert client.get("/api/v1/experiments").json()["total"] == 0
 
 
 def test_page_and_offline_assets(client):
@@ -71,3 +95,21 @@ def test_cross_site_requests_refused(tmp_path):
 def test_no_cdn_backed_docs_pages(client):
     assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
     assert "ExperimentSpec" in client.get("/openapi.json").json()["components"]["schemas"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("OPTIONS", "/api/v1/experiments", {"GET", "HEAD", "POST"}),
+        ("PUT", "/api/v1/experiments", {"GET", "HEAD", "POST"}),
+        ("OPTIONS", "/api/v1/experiments/abc", {"DELETE", "GET", "HEAD"}),
+        ("PATCH", "/api/v1/experiments/abc", {"DELETE", "GET", "HEAD"}),
+        ("GET", "/api/v1/experiments/abc/stop", {"POST"}),
+        ("POST", "/api/v1/healthz", {"GET", "HEAD"}),
+        ("POST", "/", {"GET", "HEAD"}),
+    ],
+)
+def test_a_405_names_every_method_of_the_path(client, method, path, allowed):
+    r = client.request(method, path, headers={"Authorization": "Bearer s3cret"})
+    assert r.status_code == 405
+    assert set(r.headers["allow"].split(", ")) == allowed

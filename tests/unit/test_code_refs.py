@@ -97,6 +97,35 @@ def test_import_path_passes_only_under_an_allowed_module():
         assert locs(issues(config, allowed)) == ["config.callbacks"], allowed
 
 
+@pytest.mark.parametrize("tail", ["\n", "\r\n", " ", "\t"])
+def test_a_trailing_newline_or_space_does_not_slip_through(tail):
+    """Every pattern matches the whole value (`$` alone also matches before a final
+    newline, so "mypkg:X\\n" once passed as an allowed import path)."""
+    assert locs(issues({"callbacks": f"mypkg.cb:MyCallbacks{tail}"}, ["mypkg"])) == [
+        "config.callbacks"
+    ]
+    assert locs(issues({"replay_buffer_config": {"type": f"mypkg:X{tail}"}}, ["mypkg"])) == [
+        "config.replay_buffer_config.type"
+    ]
+    assert locs(issues({"env": f"CartPole-v1{tail}"})) == ["config.env"]
+    assert not module_allowed(f"mypkg{tail}:X", ["mypkg"])
+    assert not module_allowed("mypkg:X", [f"mypkg{tail}x"])
+
+
+@pytest.mark.parametrize(
+    "key", ["extra_python_environs_for_worker", "extra_python_environs_for_driver"]
+)
+def test_environment_variables_for_rllib_processes_are_refused(key):
+    """Env vars in a trial's processes run code without naming it (LD_PRELOAD, ...)."""
+    env = {"LD_PRELOAD": "/tmp/evil.so"}
+    (found,) = issues({key: env}, ["mypkg"])
+    assert found.loc == f"config.{key}" and "environment variables" in found.msg
+    nested = issues({"evaluation_config": {key: env}})
+    assert locs(nested) == [f"config.evaluation_config.{key}"]
+    assert locs(space_issues({key: {"choice": [{}, env]}})) == [f"search.space.{key}"]
+    assert issues({key: {}}) == [] and issues({key: None}) == []  # RLlib's default sets none
+
+
 def test_dotted_path_under_an_allowed_module_is_refused_with_a_hint():
     (found,) = issues({"callbacks": "mypkg.cb.MyCallbacks"}, ["mypkg"])
     assert "'mypkg.cb:MyCallbacks'" in found.msg
@@ -183,10 +212,12 @@ def test_presets_pass():
 def test_example_specs_and_default_spaces_pass():
     for path in sorted((ROOT / "experiments").glob("*.yaml")):
         spec = yaml.safe_load(path.read_text())
-        assert issues(spec.get("config", {})) == [], path.name
-        assert issues(spec.get("model", {})) == [], path.name
+        # the example code (experiments/tuner_examples) runs where its module is allowed
+        allowed = ["tuner_examples"]
+        assert issues(spec.get("config", {}), allowed) == [], path.name
+        assert issues(spec.get("model", {}), allowed) == [], path.name
         space = (spec.get("search") or {}).get("space") or {}
-        assert space_issues(space) == [], path.name
+        assert space_issues(space, allowed) == [], path.name
     defaults = yaml.safe_load((ROOT / "tuner/search_spaces/defaults.yaml").read_text())
     for algo, entry in defaults.items():
         assert space_issues(entry["space"]) == [], algo
@@ -353,3 +384,73 @@ def test_resolve_refuses_before_importing():
         )
     assert locs(exc.value.issues) == ["config.sample_collector"]
     assert "tuner_probe_pkg_absent" not in sys.modules
+
+
+# ---------------------------------------------------------------- in the trial
+
+OWN_BUFFER = "tuner_examples.buffers:CountingReplayBuffer"
+
+
+def _dqn_spec(**patch):
+    from tuner.spec import parse_spec
+
+    data = {
+        "name": "own-buffer",
+        "algorithm": "DQN",
+        "env": "CartPole-v1",
+        "config": {"replay_buffer_config": {"type": OWN_BUFFER, "capacity": 2000}},
+        "resources": {"num_env_runners": 0},
+    }
+    return parse_spec({**data, **patch})
+
+
+def test_the_driver_imports_nothing_and_hands_the_trial_the_paths(monkeypatch):
+    """build_config (the driver, and the API's validator for the fit check and the plan)
+    keeps an import path away from RLlib, which would import it itself while building the
+    config (the module "pkg" of "pkg.mod:Name", and keep that module as the type)."""
+    from tuner.trials import build_config
+    from tuner.trials._algorithms import CODE_KEY
+    from tuner.trials._tuner import trial_params
+
+    probe = "tuner_probe_buffers_never_imported"
+    recorder = _Recorder()
+    monkeypatch.setattr(sys, "meta_path", [recorder, *sys.meta_path])
+    path = f"{probe}.sub:Buffer"
+    spec = _dqn_spec(config={"replay_buffer_config": {"type": path}})
+    build_config(spec)
+    params = trial_params(spec)
+    assert params["replay_buffer_config"]["type"] == path  # as the spec gives it
+    assert params[CODE_KEY]["paths"] == [path]
+    assert not [n for n in recorder.names if n.startswith(probe)]
+
+
+def test_the_trial_gives_rllib_the_class_of_an_allowed_path():
+    """`config.replay_buffer_config.type: "pkg.mod:Name"` reached RLlib as a string, which
+    its from_config cannot build ("must be a valid full [module].[class]"); the trial now
+    imports it (config, model and sampled search-space values) before RLlib sees it."""
+    from types import SimpleNamespace
+
+    from tuner_examples.buffers import CountingReplayBuffer
+
+    from tuner.trials._algorithms import TunerDQN, _SweepTrialMixin, with_user_code
+    from tuner.trials._tuner import trial_params
+
+    spec = _dqn_spec(
+        model={"fcnet_hiddens": [16], "probe_class": OWN_BUFFER},
+        search={"space": {"replay_buffer_config": {"choice": [{"type": OWN_BUFFER}]}}},
+    )
+    params = trial_params(spec)
+    TunerDQN.default_resource_request(params)  # Tune asks in the driver, paths as strings
+    sampled = {**params, "replay_buffer_config": {"type": OWN_BUFFER, "capacity": 500}}
+    config = with_user_code(sampled)
+    assert config["replay_buffer_config"] == {"type": CountingReplayBuffer, "capacity": 500}
+    assert config["_model_config"]["probe_class"] is CountingReplayBuffer
+    assert config["_model_config"]["fcnet_hiddens"] == [16]
+    rllib = TunerDQN.get_default_config().update_from_dict(config)
+    rllib.validate()
+    assert rllib.replay_buffer_config["type"] is CountingReplayBuffer
+    # RLlib 2.60 tests `"EpisodeReplayBuffer" in type` (a TypeError on a class): the
+    # trial builds the buffer from the class itself
+    trial = SimpleNamespace(config=rllib)
+    buffer = _SweepTrialMixin._create_local_replay_buffer_if_necessary(trial, rllib)
+    assert type(buffer) is CountingReplayBuffer and buffer.capacity == 500

@@ -45,9 +45,44 @@ def test_a_replay_buffer_type_that_would_start_a_process_is_refused(tmp_path, mo
     assert not (tmp_path / "probe-file").exists()
 
 
+@pytest.mark.parametrize("env", ["subprocess.Popen", "os.system", "tuner_examples.envs.Foo"])
+def test_a_dotted_env_is_refused_rllib_would_import_it(env, tmp_path):
+    """RLlib imports a dotted env name ('module.Class') and calls it with env_config."""
+    out = post({**BASE, "env": env})
+    assert locs(out) == ["env"] and "RLlib imports a dotted env name" in out["issues"][0]["msg"]
+    # not even under an allowed module: an import path is written 'module:Name'
+    allowed = post({**BASE, "env": env}, allowed=["tuner_examples", "os", "subprocess"])
+    assert locs(allowed) == ["env"]
+    module, _, name = env.rpartition(".")
+    assert f"'{module}:{name}'" in allowed["issues"][0]["msg"]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**BASE, "env": env}))
+    result = CliRunner().invoke(cli, ["validate", str(spec), "--no-env", "--no-fit"])
+    assert result.exit_code == 2 and "env" in result.output and env in result.output
+
+
+def test_an_import_path_env_needs_an_allowed_module_also_without_the_env_check(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**BASE, "env": "tuner_examples.envs:stateless_cartpole"}))
+    refused = CliRunner().invoke(cli, ["validate", str(spec), "--no-env", "--no-fit"])
+    assert refused.exit_code == 2 and "TUNER_ALLOWED_MODULES" in refused.output
+    args = ["validate", str(spec), "--no-env", "--no-fit", "--allow-module", "tuner_examples"]
+    allowed = CliRunner().invoke(cli, args)
+    assert allowed.exit_code == 0, allowed.output
+
+
 def test_rllib_short_names_pass():
     out = post({**BASE, "config": {"replay_buffer_config": {"type": "EpisodeReplayBuffer"}}})
     assert "spec" in out, out
+
+
+@pytest.mark.parametrize(
+    "key", ["extra_python_environs_for_worker", "extra_python_environs_for_driver"]
+)
+def test_environment_variables_for_trial_processes_are_refused(key):
+    out = post({**BASE, "config": {key: {"LD_PRELOAD": "/tmp/evil.so"}}})
+    assert locs(out) == [f"config.{key}"]
+    assert "environment variables" in out["issues"][0]["msg"]
 
 
 def test_callbacks_naming_a_stdlib_function_are_refused():
@@ -174,3 +209,153 @@ def test_code_fields_outside_the_allowed_modules_get_422_naming_the_field():
         {**own, "algorithm": "tuner_examples.trainables:reinforce"}, allowed=["tuner_examples"]
     )
     assert "spec" in allowed, allowed
+
+
+# ---------------------------------------------------------------- the same, over HTTP
+# POST /api/v1/experiments on the real app (routes, middleware, store, the validator
+# worker process; no Ray): the status, the field named, nothing stored, nothing launched.
+
+JSON = {"content-type": "application/json"}
+YAML = {"content-type": "application/yaml"}
+
+
+def _body(spec: dict | str | bytes) -> bytes:
+    if isinstance(spec, bytes):
+        return spec
+    return spec.encode() if isinstance(spec, str) else json.dumps(spec).encode()
+
+
+HOSTILE = [
+    (
+        "popen-buffer",
+        {**BASE, "config": {"replay_buffer_config": {"type": POPEN}}},
+        JSON,
+        422,
+        "config.replay_buffer_config.type",
+    ),
+    (
+        "config-callbacks",
+        {**BASE, "config": {"callbacks": "os.abort"}},
+        JSON,
+        422,
+        "config.callbacks",
+    ),
+    ("callbacks", {**BASE, "callbacks": "os:abort"}, JSON, 422, "callbacks.0"),
+    ("module", {**BASE, "module": "os:system"}, JSON, 422, "module"),
+    ("own-loop", {"name": "x", "algorithm": "os:system", "metric": "loss"}, JSON, 422, "algorithm"),
+    ("env-path", {**BASE, "env": "tests.probe_import:ProbeEnv"}, JSON, 422, "env"),
+    ("dotted-env", {**BASE, "env": "subprocess.Popen"}, JSON, 422, "env"),
+    (
+        "env-vars",
+        {**BASE, "config": {"extra_python_environs_for_worker": {"LD_PRELOAD": "x"}}},
+        JSON,
+        422,
+        "config.extra_python_environs_for_worker",
+    ),
+    (
+        "space-env",
+        {**BASE, "search": {"space": {"env": {"choice": ["this:CartPole-v1"]}}}},
+        JSON,
+        422,
+        "search.space.env",
+    ),
+    (
+        "space-runners",
+        {**BASE, "search": {"space": {"num_env_runners": {"choice": [64]}}}},
+        JSON,
+        422,
+        "search.space.num_env_runners",
+    ),
+    (
+        "space-callbacks",
+        {**BASE, "search": {"space": {"callbacks": {"choice": [None, "os.abort"]}}}},
+        JSON,
+        422,
+        "search.space.callbacks",
+    ),
+    (
+        "space-buffer",
+        {**BASE, "search": {"space": {"replay_buffer_config": {"choice": [{"type": POPEN}]}}}},
+        JSON,
+        422,
+        "search.space.replay_buffer_config.type",
+    ),
+    (
+        "yaml-tag",
+        "name: x\nalgorithm: PPO\nenv: CartPole-v1\nenv_config: {blob: !!binary aGVsbG8=}\n",
+        YAML,
+        422,
+        "(body)",
+    ),
+    (
+        "nan",
+        '{"name": "x", "algorithm": "PPO", "env": "CartPole-v1", "config": {"lr": NaN}}',
+        JSON,
+        422,
+        "config.lr",
+    ),
+    ("name-newline", {**BASE, "name": "sweep\n"}, JSON, 422, "name"),
+    (
+        "million-grid",
+        {
+            **BASE,
+            "search": {
+                "method": "grid",
+                "space": {"lr": {"grid": list(range(1000))}, "gamma": {"grid": list(range(1000))}},
+            },
+        },
+        JSON,
+        422,
+        "search",
+    ),
+    (
+        "int-beyond-64-bits",
+        {**BASE, "config": {"train_batch_size_per_learner": 2**70}},
+        JSON,
+        422,
+        "config.train_batch_size_per_learner",
+    ),
+    ("deep-json", b"[" * 100_000 + b"]" * 100_000, JSON, 413, "(body)"),
+    (
+        "deep-yaml",
+        ("a:\n" + "".join("  " * i + "b:\n" for i in range(1, 60))).encode(),
+        YAML,
+        413,
+        "(body)",
+    ),
+    ("too-large", b" " * 2_000_000, JSON, 413, "(body)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "headers", "status", "loc"),
+    [case[1:] for case in HOSTILE],
+    ids=[case[0] for case in HOSTILE],
+)
+def test_hostile_input_over_http_is_refused_naming_the_field(
+    service_app, validator_probe_file, tmp_path, spec, headers, status, loc
+):
+    app = service_app()
+    client = TestClient(app, base_url="http://127.0.0.1")
+    raw = _body(spec).replace(b"probe-file", str(tmp_path / "probe-file").encode())
+    r = client.post("/api/v1/experiments", content=raw, headers=headers)
+    assert r.status_code == status, r.text
+    assert loc in [p["loc"] for p in r.json()["detail"]], r.json()
+    assert all(set(p) == {"loc", "msg", "value"} for p in r.json()["detail"])
+    assert client.get("/api/v1/experiments").json()["total"] == 0  # nothing stored
+    assert app.state.launcher.submitted == []  # nothing launched
+    assert not (tmp_path / "probe-file").exists()  # nothing executed
+    assert not validator_probe_file.exists()  # nothing imported by the validator
+
+
+def test_the_validator_over_http_imports_no_allowed_module_either(
+    service_app, validator_probe_file
+):
+    """An allowed import-path env is accepted as text; the driver builds it, not the API."""
+    app = service_app(allowed_modules="tests")
+    client = TestClient(app, base_url="http://127.0.0.1")
+    spec = {**BASE, "env": "tests.probe_import:ProbeEnv", "callbacks": "tests.probe_import:X"}
+    r = client.post("/api/v1/experiments", json=spec)
+    assert r.status_code == 201, r.text
+    assert client.get("/api/v1/experiments").json()["total"] == 1
+    assert not validator_probe_file.exists() and "tests.probe_import" not in sys.modules

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
+import httpx
 import pytest
 
-from tuner.launcher import JobsTimedOut, Launcher, RayJobs
+from tuner import service
+from tuner.launcher import JobsError, JobsTimedOut, JobsUnavailable, Launcher, RayJobs
 from tuner.settings import Settings
+from tuner.store import Store
 
 
 def test_jobs_client_requests_have_a_deadline(tmp_path):
@@ -28,3 +32,78 @@ def test_jobs_client_requests_have_a_deadline(tmp_path):
         started = time.monotonic()
         assert launcher.cluster_nodes() is None  # no answer: the check is left to the driver
         assert time.monotonic() - started < 15
+
+
+def _jobs_server(drop: type[httpx.TransportError]):
+    """A job server (httpx.MockTransport) that takes a submitted job, then drops the
+    connection before answering the POST."""
+    jobs: dict[str, str] = {}
+    posts: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "GET" and path.startswith("/api/jobs/"):
+            job_id = path.removeprefix("/api/jobs/")
+            if job_id in jobs:
+                return httpx.Response(200, json={"submission_id": job_id, "status": jobs[job_id]})
+            return httpx.Response(404, text="no such job")
+        if request.method == "POST" and path == "/api/jobs/":
+            job_id = json.loads(request.content)["submission_id"]
+            posts.append(job_id)
+            jobs[job_id] = "RUNNING"  # the job server took it ...
+            raise drop("connection reset by peer", request=request)  # ... the answer is lost
+        return httpx.Response(500)
+
+    return httpx.MockTransport(handle), jobs, posts
+
+
+@pytest.mark.parametrize("drop", [httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError])
+def test_a_connection_dropped_after_sending_is_a_maybe_submitted_job(drop):
+    """Not a plain JobsError (the sweep FAILED while its job ran): like a timeout, the
+    job may have been taken."""
+    transport, _, posts = _jobs_server(drop)
+    jobs = RayJobs("http://ray-head:8265", timeout_s=1, transport=transport)
+    with pytest.raises(JobsTimedOut, match="connection dropped"):
+        jobs.submit("tuner-x-1", "python -m tuner.trials x", env_vars={}, metadata={})
+    assert posts == ["tuner-x-1"]
+    assert jobs.status("tuner-x-1") == "RUNNING"
+
+
+def test_errors_before_sending_are_not_taken_for_a_maybe_submitted_job():
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    jobs = RayJobs("http://ray-head:8265", 1, transport=httpx.MockTransport(refuse))
+    with pytest.raises(JobsUnavailable):
+        jobs.list()
+
+    def local(request: httpx.Request) -> httpx.Response:
+        raise httpx.LocalProtocolError("bad header", request=request)
+
+    jobs = RayJobs("http://ray-head:8265", 1, transport=httpx.MockTransport(local))
+    with pytest.raises(JobsError) as err:
+        jobs.list()
+    assert not isinstance(err.value, JobsTimedOut | JobsUnavailable)
+
+
+def test_the_supervisor_follows_a_job_whose_submit_answer_was_lost(tmp_path):
+    """The sweep keeps its job id and stays RUNNING (followed), and nothing is launched
+    twice."""
+    settings = Settings(data_dir=tmp_path, ray_address="http://ray-head:8265")
+    store = Store(f"sqlite:///{tmp_path / 'tuner.db'}")
+    transport, jobs, posts = _jobs_server(httpx.ReadError)
+    launcher = Launcher(settings)
+    launcher._ready = True  # the cluster is "reached": no probing of ray-head
+    launcher._jobs = RayJobs(settings.ray_address, 1, transport=transport)
+    try:
+        exp = service.submit(store, {"name": "x", "algorithm": "PPO", "env": "CartPole-v1"}, [])
+        sup = service.Supervisor(store, launcher, settings)
+        sup.tick()
+        rec = store.get_experiment(exp.id)
+        assert rec.status == "RUNNING" and rec.job_id == posts[0] and rec.error is None
+        sup.tick()
+        rec = store.get_experiment(exp.id)
+        assert rec.status == "RUNNING" and rec.job_id in jobs
+        assert len(posts) == 1
+    finally:
+        store.close()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from concurrent.futures import ThreadPoolExecutor
 
@@ -61,9 +62,91 @@ def test_too_many_active_sweeps_is_429_naming_the_limit(app):
     assert store.count_by_status({"QUEUED"}) == 3  # nothing stored
 
 
-def test_asha_rungs_are_limited():
-    too_many = {"type": "asha", "grace_period": 1, "max_t": 10**9, "reduction_factor": 1.5}
+def test_too_many_active_sweeps_over_http_is_429_naming_the_limit(service_app):
+    """TUNER_MAX_ACTIVE_SWEEPS counts queued and running sweeps per token; the service has
+    one token (TUNER_API_TOKEN), so per service."""
+    app = service_app(max_active_sweeps=2, api_token="t0ken")
+    client = TestClient(app, base_url="http://127.0.0.1")
+    auth = {"Authorization": "Bearer t0ken"}
+    store: Store = app.state.store
+    first = client.post("/api/v1/experiments", json=SPEC, headers=auth)
+    assert first.status_code == 201, first.text
+    service.submit(store, SPEC, [])
+    refused = client.post("/api/v1/experiments", json=SPEC, headers=auth)
+    assert refused.status_code == 429
+    (problem,) = refused.json()["detail"]
+    assert "TUNER_MAX_ACTIVE_SWEEPS" in problem["msg"] and "at most 2" in problem["msg"]
+    assert client.get("/api/v1/experiments", headers=auth).json()["total"] == 2
+    client.post(f"/api/v1/experiments/{first.json()['id']}/stop", headers=auth)  # QUEUED: STOPPED
+    assert client.post("/api/v1/experiments", json=SPEC, headers=auth).status_code == 201
+    assert app.state.launcher.submitted == []
+
+
+FORTY_RUNGS = {"type": "asha", "grace_period": 1, "max_t": 2**39, "reduction_factor": 2}
+
+
+def test_asha_rungs_are_limited_by_a_setting(service_app):
+    assert parse_spec({**SPEC, "scheduler": FORTY_RUNGS}).scheduler.asha_rungs() == 40
+    client = TestClient(service_app(), base_url="http://127.0.0.1")
+    refused = client.post("/api/v1/experiments", json={**SPEC, "scheduler": FORTY_RUNGS})
+    assert refused.status_code == 422
+    (problem,) = refused.json()["detail"]
+    assert problem["loc"] == "scheduler" and problem["value"] == 40
+    assert "TUNER_MAX_ASHA_RUNGS" in problem["msg"] and "at most 30" in problem["msg"]
+    assert client.get("/api/v1/experiments").json()["total"] == 0
+    roomy = TestClient(service_app(max_asha_rungs=40), base_url="http://127.0.0.1")
+    accepted = roomy.post("/api/v1/experiments", json={**SPEC, "scheduler": FORTY_RUNGS})
+    assert accepted.status_code == 201, accepted.text
+
+
+def test_asha_rung_limit_in_validate_spec():
+    from tuner.trials import validate_spec
+
+    spec = parse_spec({**SPEC, "scheduler": FORTY_RUNGS})
     with pytest.raises(SpecError) as err:
-        parse_spec({**SPEC, "scheduler": too_many})
-    assert err.value.issues[0].loc == "scheduler" and "rungs" in err.value.issues[0].msg
-    parse_spec({**SPEC, "scheduler": {"type": "asha", "grace_period": 1, "max_t": 1000}})
+        validate_spec(spec, build_env=False, max_asha_rungs=39)
+    assert [i.loc for i in err.value.issues] == ["scheduler"]
+    validate_spec(spec, build_env=False, max_asha_rungs=40)
+    assert Settings().max_asha_rungs == 30
+
+
+@pytest.mark.parametrize("path", ["", "/metrics", "/trials"])
+def test_polled_views_are_served_from_the_cache_within_its_ttl(service_app, path):
+    """Two polls of one view within TUNER_VIEW_CACHE_S cost one store read."""
+    app = service_app(view_cache_s=60)
+    store: Store = app.state.store
+    rec = service.submit(store, SPEC, [])
+    reads: list[str] = []
+    get_experiment = store.get_experiment
+
+    def counted(experiment_id: str):
+        reads.append(experiment_id)
+        return get_experiment(experiment_id)
+
+    store.get_experiment = counted  # type: ignore[method-assign]
+    client = TestClient(app, base_url="http://127.0.0.1")
+    url = f"/api/v1/experiments/{rec.id}{path}"
+    first, second = client.get(url), client.get(url)
+    assert first.status_code == second.status_code == 200
+    assert first.content == second.content
+    assert reads == [rec.id]  # the second answer came from the cache
+    client.post(f"/api/v1/experiments/{rec.id}/stop")  # a write drops the sweep's views
+    reads.clear()
+    after = client.get(url)
+    assert reads and reads[0] == rec.id
+    if not path:
+        assert after.json()["status"] == "STOPPED"
+
+
+def test_the_cli_applies_the_asha_rung_limit_too(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from tuner.cli import app as cli
+
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({**SPEC, "scheduler": FORTY_RUNGS}))
+    refused = CliRunner().invoke(cli, ["validate", str(path), "--no-env", "--no-fit"])
+    assert refused.exit_code == 2 and "TUNER_MAX_ASHA_RUNGS" in refused.output
+    monkeypatch.setenv("TUNER_MAX_ASHA_RUNGS", "40")
+    allowed = CliRunner().invoke(cli, ["validate", str(path), "--no-env", "--no-fit"])
+    assert allowed.exit_code == 0, allowed.output

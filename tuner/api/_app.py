@@ -15,13 +15,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.routing import BaseRoute
 
 import tuner
 from tuner.api._cache import ViewCache
@@ -47,7 +48,8 @@ def plotly_js() -> Path:
 
 
 class BodyLimit:
-    """Rejects request bodies over `limit` bytes with 413 (declared or streamed)."""
+    """Rejects request bodies over `limit` bytes with 413 (declared or streamed), in the
+    shape of every bad-input answer (Problems: {detail: [{loc, msg, value}]})."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -79,7 +81,12 @@ class BodyLimit:
             await self._reject(scope, receive, send)
 
     async def _reject(self, scope: dict, receive: Any, send: Any) -> None:
-        response = JSONResponse({"detail": f"request body over {self.limit} bytes"}, 413)
+        problem = {
+            "loc": "(body)",
+            "msg": f"request body over {self.limit} bytes (TUNER_MAX_BODY_BYTES)",
+            "value": None,
+        }
+        response = JSONResponse({"detail": [problem]}, 413)
         await response(scope, receive, send)
 
 
@@ -143,6 +150,14 @@ def _link_sweep_operations(schema: dict) -> None:
     }
 
 
+def _method_routes(app: FastAPI, *routers: APIRouter) -> list[BaseRoute]:
+    """Every route of the app that answers HTTP methods: its own, and those of the included
+    `routers` (FastAPI 0.16x keeps an included router's routes behind a wrapper with no
+    `methods` in app.router.routes, so they are taken from the routers themselves)."""
+    own = [r for r in app.router.routes if getattr(r, "methods", None)]
+    return own + [r for router in routers for r in router.routes if getattr(r, "methods", None)]
+
+
 async def _method_not_allowed(request: Request, exc: Exception) -> Response:
     """405 with an Allow header listing every method of every route at this path (several
     routes share a path, Starlette names only the first one's)."""
@@ -153,9 +168,9 @@ async def _method_not_allowed(request: Request, exc: Exception) -> Response:
     if exc.status_code != 405:
         return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
     methods: set[str] = set()
-    for route in request.app.router.routes:
+    for route in request.app.state.method_routes:
         match, _ = route.matches({**request.scope, "method": "GET"})
-        if match != Match.NONE and getattr(route, "methods", None):
+        if match != Match.NONE:
             methods |= set(route.methods)
     if "GET" in methods:
         methods.add("HEAD")
@@ -215,7 +230,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     await asyncio.to_thread(launcher.start, settings.embedded_num_cpus)
     if ui is not None:
         await asyncio.to_thread(wait_for_mlflow_ui, ui, port)
-    app.state.validator = Validator(settings.allowed_module_list, settings.max_trials)
+    app.state.validator = Validator(
+        settings.allowed_module_list,
+        settings.max_trials,
+        max_asha_rungs=settings.max_asha_rungs,
+    )
     loop = asyncio.get_running_loop()
     app.state.wake_event = asyncio.Event()
     app.state.wake = lambda: loop.call_soon_threadsafe(app.state.wake_event.set)
@@ -323,6 +342,7 @@ def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = No
 
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.state.method_routes = _method_routes(app, public, router)  # for a 405's Allow header
     return app
 
 

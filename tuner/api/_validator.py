@@ -21,10 +21,15 @@ class Validator:
     there, never here), with a deadline; a worker that hangs or dies is replaced."""
 
     def __init__(
-        self, allowed_modules: list[str], max_trials: int | None = None, timeout_s: float = 120
+        self,
+        allowed_modules: list[str],
+        max_trials: int | None = None,
+        timeout_s: float = 120,
+        max_asha_rungs: int | None = None,
     ) -> None:
         self.allowed = allowed_modules
         self.max_trials = max_trials
+        self.max_asha_rungs = max_asha_rungs
         self.timeout_s = timeout_s
         self._pool = self._new()
 
@@ -56,10 +61,17 @@ class Validator:
                     nodes,
                     check_fit,
                     self.max_trials,
+                    self.max_asha_rungs,
                 )
             else:
                 future = self._pool.submit(
-                    _checks.check_body, raw, yaml_body, self.allowed, nodes, self.max_trials
+                    _checks.check_body,
+                    raw,
+                    yaml_body,
+                    self.allowed,
+                    nodes,
+                    self.max_trials,
+                    self.max_asha_rungs,
                 )
             return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
         except asyncio.CancelledError:

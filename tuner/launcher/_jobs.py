@@ -25,7 +25,8 @@ class JobsUnavailable(JobsError):
 
 
 class JobsTimedOut(JobsError):
-    """The request was sent but its answer never came: it may have taken effect."""
+    """The request was sent but its answer never came (it timed out, or the connection
+    dropped before the answer): it may have taken effect."""
 
 
 class JobNotFound(JobsError):
@@ -47,26 +48,37 @@ def auth_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-class RayJobs:
-    """Submit, follow and stop Ray Jobs on one cluster's dashboard."""
+# Transport errors raised before the request left this process: it cannot have taken effect.
+_NOT_SENT = (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.ProxyError)
 
-    def __init__(self, address: str, timeout_s: float) -> None:
+
+class RayJobs:
+    """Submit, follow and stop Ray Jobs on one cluster's dashboard. `transport`: httpx's
+    (tests pass an httpx.MockTransport); default a fresh connection per request."""
+
+    def __init__(
+        self, address: str, timeout_s: float, transport: httpx.BaseTransport | None = None
+    ) -> None:
         self.address = address.rstrip("/")
         self.timeout_s = timeout_s
+        self.transport = transport
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = httpx.request(
-                method,
-                f"{self.address}{path}",
-                headers=auth_headers(),
-                timeout=self.timeout_s,
-                **kwargs,
-            )
-        except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+            with httpx.Client(transport=self.transport, timeout=self.timeout_s) as client:
+                response = client.request(
+                    method, f"{self.address}{path}", headers=auth_headers(), **kwargs
+                )
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as err:
             raise JobsUnavailable(f"{method} {path}: {err!r}") from err
         except httpx.TimeoutException as err:  # sent; the answer never came
             raise JobsTimedOut(f"{method} {path}: no answer in {self.timeout_s} s") from err
+        except _NOT_SENT as err:
+            raise JobsError(f"{method} {path}: {err!r}") from err
+        except httpx.TransportError as err:  # sent; the connection dropped (read, reset)
+            raise JobsTimedOut(
+                f"{method} {path}: the connection dropped before the answer: {err!r}"
+            ) from err
         except httpx.HTTPError as err:
             raise JobsError(f"{method} {path}: {err!r}") from err
         if response.status_code == 404:

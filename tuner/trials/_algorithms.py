@@ -27,6 +27,7 @@ from ray.rllib.algorithms.sac import SAC
 from ray.tune.result import TRIAL_INFO
 
 from tuner import algorithms as registry
+from tuner._code_refs import import_paths, resolve_paths
 from tuner.mlflow_names import LEARNERS_PREFIX, STAGE_CONFIRM, STAGE_SEARCH
 from tuner.spec import ExperimentSpec, MultiAgentSpec
 from tuner.trials._envs import env_config_for, split_env_name
@@ -42,8 +43,9 @@ ATARI_CONV_FILTERS = [[32, [8, 8], 4], [64, [4, 4], 2], [64, [3, 3], 1]]
 # A confirmation trial's config carries the values and seed it re-runs under this key;
 # the trial applies them before RLlib sees its config.
 CONFIRM_KEY = "_tuner_confirm"
-# The spec's own code (callbacks, module) by import path: the trial imports it, so the
-# driver's config stays plain data and the API process never imports user code.
+# The spec's own code by import path (callbacks, module, and the paths its RLlib settings
+# name at code positions): the trial imports it, so the driver's config stays plain data
+# and the API process never imports user code.
 CODE_KEY = "_tuner_code"
 # Set when a performance default's rollout_fragment_length is in force and nothing in the
 # spec sets the update ratio: the trial then holds RLlib's default ratio (hold_update_ratio).
@@ -190,11 +192,45 @@ class _SweepTrialMixin:
 
     def __init__(self, config: Any = None, env: Any = None, **kwargs: Any) -> None:
         config = seeded_config(config)
-        if isinstance(config, dict) and HOLD_RATIO_KEY in config:
-            config = hold_update_ratio(config, type(self).__name__.removeprefix("Tuner"))
         if isinstance(config, dict) and CODE_KEY in config:
             config = with_user_code(config)
+        if isinstance(config, dict) and HOLD_RATIO_KEY in config:
+            config = hold_update_ratio(config, type(self).__name__.removeprefix("Tuner"))
         super().__init__(config=config, env=env, **kwargs)
+
+    @classmethod
+    def default_resource_request(cls, config: Any) -> Any:
+        """RLlib's, from the config as the trial runs it: Tune asks in the driver, with
+        the trial's config dict, where the spec's import paths are still strings that
+        RLlib's own config building would import wrongly ("pkg.mod:Name" as the attribute
+        "mod:Name" of module "pkg")."""
+        if isinstance(config, dict) and CODE_KEY in config:
+            config = with_user_code(config)
+        return super().default_resource_request(config)
+
+    def _create_local_replay_buffer_if_necessary(self, config: Any) -> Any:
+        """RLlib's, for a replay buffer `type` given as a class as well (a spec's import
+        path, imported by the trial): RLlib 2.60 tests `"EpisodeReplayBuffer" in type`
+        (algorithms/algorithm.py:4475), a TypeError on a class. The buffer is built the same
+        way: from_config(ReplayBuffer, replay_buffer_config), with RLlib's smoothing window
+        for an episode buffer."""
+        buffer = config.get("replay_buffer_config")
+        if (
+            not isinstance(buffer, dict)
+            or not isinstance(buffer.get("type"), type)
+            or buffer.get("no_local_replay_buffer")
+        ):
+            return super()._create_local_replay_buffer_if_necessary(config)
+        from ray.rllib.utils.from_config import from_config
+        from ray.rllib.utils.replay_buffers import ReplayBuffer
+        from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+
+        kwargs = dict(buffer)
+        if issubclass(buffer["type"], EpisodeReplayBuffer):
+            kwargs["metrics_num_episodes_for_smoothing"] = (
+                self.config.metrics_num_episodes_for_smoothing
+            )
+        return from_config(ReplayBuffer, kwargs)
 
     def step(self) -> dict[str, Any]:
         # Read before the update: RLlib moves an lr only after it (a schedule's next
@@ -328,15 +364,19 @@ def update_ratio(config: AlgorithmConfig) -> float:
 
 
 def with_user_code(config: dict[str, Any]) -> dict[str, Any]:
-    """A trial's config dict with the spec's code (CODE_KEY: callbacks, module) imported
-    and set where RLlib reads it. Runs in the trial's process; the paths were checked
-    against the operator's allowed modules before the sweep started."""
+    """A trial's config dict with the spec's code (CODE_KEY) imported and set where RLlib
+    reads it: each import path its RLlib settings name at a code position (`config`,
+    `model`, sampled search-space values; e.g. `replay_buffer_config.type`) replaced by the
+    class or function, the callbacks and the module. Runs in the trial's process; the paths
+    were checked against the operator's allowed modules before the sweep started."""
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
     from tuner.trials._envs import load_object
 
     out = {k: v for k, v in config.items() if k != CODE_KEY}
     code = config.get(CODE_KEY) or {}
+    if code.get("paths"):
+        out = resolve_paths(out, code["paths"])
     if code.get("callbacks"):
         out["callbacks"] = [load_object(path) for path in code["callbacks"]]
     if code.get("module"):
@@ -349,12 +389,17 @@ def with_user_code(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def user_code(spec: ExperimentSpec) -> dict[str, Any]:
-    """The spec's code by import path, as a trial config carries it under CODE_KEY."""
+    """The spec's code by import path, as a trial config carries it under CODE_KEY:
+    callbacks, module, and the import paths its `config`, `model` and search space name at
+    RLlib code positions ("paths")."""
     code: dict[str, Any] = {}
     if spec.callbacks:
         code["callbacks"] = list(spec.callbacks)
     if spec.module:
         code["module"] = spec.module
+    paths = import_paths(spec.config, spec.model, space=spec.search.space or {})
+    if paths:
+        code["paths"] = paths
     return code
 
 
@@ -442,6 +487,18 @@ def fixed_settings(spec: ExperimentSpec) -> dict[str, Any]:
     return fixed
 
 
+def code_settings(spec: ExperimentSpec) -> dict[str, Any]:
+    """The fixed settings (fixed_settings) that name code by import path at a code
+    position, whole top-level entries (`replay_buffer_config` with its `type`). build_config
+    leaves them out: RLlib's update_from_dict would import such strings itself (in the
+    API's validator too, and wrongly: "pkg.mod:Name" as the attribute "mod:Name" of
+    module "pkg"). trial_params lays them into the trial's config, and the trial imports
+    them (with_user_code)."""
+    if spec.custom_algorithm:
+        return {}
+    return {k: v for k, v in fixed_settings(spec).items() if import_paths({k: v})}
+
+
 # RLlib's single-agent episode replay buffers and their multi-agent counterparts: a
 # multi-agent DQN/SAC needs the latter (the former cannot hold MultiAgentEpisodes).
 MULTI_AGENT_BUFFERS = {
@@ -502,12 +559,14 @@ def _multi_agent(config: AlgorithmConfig, multi_agent: MultiAgentSpec) -> None:
 
 def build_config(spec: ExperimentSpec, env_name: str | None = None) -> AlgorithmConfig:
     """The AlgorithmConfig of one trial before sampling: preset, user config, env,
-    resources, model, multi-agent policies, evaluation and seed."""
+    resources, model, multi-agent policies, evaluation and seed. Settings that name code
+    by import path (code_settings) are left out: the trial sets them (trial_params)."""
     trainable = trainable_for(spec)
     config = trainable.get_default_config()
     fixed = fixed_settings(spec)
     model = fixed.pop("model_config", None) or {}
-    config.update_from_dict(fixed)
+    code = code_settings(spec)
+    config.update_from_dict({k: v for k, v in fixed.items() if k not in code})
     r = spec.resources
     config.environment(
         env=env_name or _env_name(spec.env, spec.wrappers),

@@ -342,6 +342,7 @@ def run_sweep(
     space: dict[str, Domain] | None = None,
     allowed_modules: Sequence[str] | None = None,
     growth_nodes: Sequence[dict[str, float]] = (),
+    max_asha_rungs: int | None = None,
 ) -> SweepSummary:
     """Runs (or, with resume, continues) the spec's sweep and returns its summary.
 
@@ -349,6 +350,7 @@ def run_sweep(
     here when not given; every part of the sweep uses this one. `allowed_modules`: the
     module prefixes whose code the spec may name by import path (None, for a caller
     running its own spec in-process: any env; code settings only RLlib's own classes).
+    `max_asha_rungs`: the most ASHA rungs allowed (`tuner run`: TUNER_MAX_ASHA_RUNGS).
 
     With `tracking`, every trial is a nested MLflow run under the sweep's run.
     Raises SpecError before any trial starts when the spec cannot run here (with
@@ -358,7 +360,9 @@ def run_sweep(
     opening = open_in_background(tracking.tracking_uri) if tracking is not None else None
     try:
         space = resolve_space(spec) if space is None else space
-        warnings = validate_spec(spec, space=space, allowed_modules=allowed_modules)
+        warnings = validate_spec(
+            spec, space=space, allowed_modules=allowed_modules, max_asha_rungs=max_asha_rungs
+        )
         ensure_ray(ray_address)
         if check_fit:
             check_fits(spec, [*alive_nodes(), *growth_nodes])  # autoscaling: what it can add

@@ -19,6 +19,7 @@ from tuner.trials._algorithms import (
     HOLD_RATIO_KEY,
     apply_values,
     build_config,
+    code_settings,
     holds_update_ratio,
     sampled_values,
     trainable_for,
@@ -37,12 +38,14 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 
 def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
-    """A trial's config dict before sampling: the built RLlib config, and the spec's code
-    by import path for the trial to import (CODE_KEY); for the spec's own training loop,
-    its `config`, seed and env."""
+    """A trial's config dict before sampling: the built RLlib config, the settings that
+    name code by import path as the spec gives them, and the spec's code by import path
+    for the trial to import (CODE_KEY); for the spec's own training loop, its `config`,
+    seed and env."""
     if spec.custom_algorithm:
         return custom_params(spec)
     params = build_config(spec, env_name=register_env(spec.env, spec.wrappers)).to_dict()
+    params.update(code_settings(spec))
     code = user_code(spec)
     if code:
         params[CODE_KEY] = code

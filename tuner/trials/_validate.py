@@ -69,9 +69,11 @@ def validate_spec(
     space: dict[str, Domain] | None = None,
     import_user_code: bool = True,
     max_trials: int | None = None,
+    max_asha_rungs: int | None = None,
 ) -> list[str]:
     """Checks what only RLlib can check; returns warnings, raises SpecError. `space` is
-    the resolved search space (resolved here when not given).
+    the resolved search space (resolved here when not given). `max_trials` and
+    `max_asha_rungs`: a service's limits (TUNER_MAX_TRIALS, TUNER_MAX_ASHA_RUNGS).
 
     A spec is data. Every value RLlib would turn into code (`type` in a `*_config`,
     `callbacks`, `*_class`, ..., in `config`, `model` and every search-space value) must
@@ -97,8 +99,9 @@ def validate_spec(
     code_allowed = allowed or []
     if allowed is not None:
         refs += _spec_code_refs(spec, allowed)
+    refs += _limits(spec, space, max_trials, max_asha_rungs)
     if spec.custom_algorithm:
-        return _validate_custom(spec, refs, space, build_env, import_user_code, max_trials)
+        return _validate_custom(spec, refs, space, build_env, import_user_code)
     # a key the spec owns is refused below as such, whatever its value
     settings = {k: v for k, v in spec.config.items() if k not in _OWNED_BY_SPEC}
     refs += check_code_refs(settings, loc="config", allowed_modules=code_allowed)
@@ -113,12 +116,10 @@ def validate_spec(
                     msg=f"the spec owns it: set it as `{_OWNED_BY_SPEC[key]}`, not searched",
                 )
             )
-    if max_trials is not None:
-        refs += _too_many_trials(spec, space, max_trials)
     if refs:
         raise SpecError(refs)
     user_code = any(
-        isinstance(v, str) and IMPORT_PATH_RE.match(v)
+        isinstance(v, str) and IMPORT_PATH_RE.fullmatch(v)
         for v in _strings(spec.config) + _strings(spec.model)
     )
     issues: list[SpecIssue] = []
@@ -239,18 +240,36 @@ def population_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[Sp
     return issues
 
 
-def _too_many_trials(spec: ExperimentSpec, space: dict[str, Domain], most: int) -> list[SpecIssue]:
-    n = grid_trials(spec, space)
-    if n <= most:
-        return []
-    return [
-        SpecIssue(
-            loc="search",
-            value=n,
-            msg=f"makes {n} trials (grid size x num_samples); this service runs at most "
-            f"{most} per sweep (TUNER_MAX_TRIALS)",
+def _limits(
+    spec: ExperimentSpec,
+    space: dict[str, Domain],
+    max_trials: int | None,
+    max_asha_rungs: int | None,
+) -> list[SpecIssue]:
+    """The service's limits the spec exceeds, each naming its setting."""
+    issues = []
+    trials = grid_trials(spec, space)
+    if max_trials is not None and trials > max_trials:
+        issues.append(
+            SpecIssue(
+                loc="search",
+                value=trials,
+                msg=f"makes {trials} trials (grid size x num_samples); this service runs at "
+                f"most {max_trials} per sweep (TUNER_MAX_TRIALS)",
+            )
         )
-    ]
+    rungs = spec.scheduler.asha_rungs()
+    if max_asha_rungs is not None and rungs > max_asha_rungs:
+        issues.append(
+            SpecIssue(
+                loc="scheduler",
+                value=rungs,
+                msg=f"max_t / grace_period / reduction_factor make {rungs} ASHA rungs; this "
+                f"service allows at most {max_asha_rungs} (TUNER_MAX_ASHA_RUNGS): raise "
+                "grace_period or reduction_factor",
+            )
+        )
+    return issues
 
 
 def _validate_custom(
@@ -259,7 +278,6 @@ def _validate_custom(
     space: dict[str, Domain],
     build_env: bool,
     import_user_code: bool,
-    max_trials: int | None,
 ) -> list[str]:
     """validate_spec for the spec's own training loop: its `config` is its own data (RLlib
     never sees it); the loop must be a Trainable subclass, a function or a generator."""
@@ -275,8 +293,6 @@ def _validate_custom(
                 )
             )
     refs += population_issues(spec, space)
-    if max_trials is not None:
-        refs += _too_many_trials(spec, space, max_trials)
     if refs:
         raise SpecError(refs)
     warnings: list[str] = []
