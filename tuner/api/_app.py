@@ -81,12 +81,10 @@ class BodyLimit:
             await self._reject(scope, receive, send)
 
     async def _reject(self, scope: dict, receive: Any, send: Any) -> None:
-        problem = {
-            "loc": "(body)",
-            "msg": f"request body over {self.limit} bytes (TUNER_MAX_BODY_BYTES)",
-            "value": None,
-        }
-        response = JSONResponse({"detail": [problem]}, 413)
+        problem = Issue(
+            loc="(body)", msg=f"request body over {self.limit} bytes (TUNER_MAX_BODY_BYTES)"
+        )
+        response = JSONResponse({"detail": [problem.model_dump(mode="json")]}, 413)
         await response(scope, receive, send)
 
 
