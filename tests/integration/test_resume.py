@@ -29,14 +29,23 @@ def test_kill_and_resume(tmp_path):
     first = tuner_run(spec_path, data, TUNE_GLOBAL_CHECKPOINT_S="1")
 
     def checkpointed():
-        # both trials have a checkpoint, and Tune's state was saved after both (a state
-        # saved before names no checkpoint and the resume would start over)
-        ckpts = list((data / "ray_results").glob("resumable_*/*/checkpoint_000001"))
-        states = list((data / "ray_results").glob("resumable_*/experiment_state-*.json"))
-        if len(ckpts) != 2 or not states:
+        # each trial has a checkpoint that Tune's newest state was saved after (a state
+        # saved before names none and the resume would start over). Not one checkpoint by
+        # name: num_to_keep deletes old ones while the test polls, and the state names
+        # each trial's newest, which outlives the next one.
+        root = data / "ray_results"
+        trials = list(root.glob("resumable_*/TunerPPO_*"))
+        states = list(root.glob("resumable_*/experiment_state-*.json"))
+        if len(trials) != 2 or not states:
             return False
-        newest = max(p.stat().st_mtime for p in ckpts)
-        return max(p.stat().st_mtime for p in states) > newest + 0.5
+        try:
+            saved = max(p.stat().st_mtime for p in states)
+            return all(
+                any(c.stat().st_mtime + 0.5 < saved for c in t.glob("checkpoint_0*"))
+                for t in trials
+            )
+        except FileNotFoundError:  # deleted between the glob and the stat
+            return False
 
     try:
         wait_while_running(first, checkpointed, "it could be killed")
