@@ -10,8 +10,8 @@ import pytest
 
 from tuner import algorithms as registry
 from tuner.search_spaces import resolve_space
-from tuner.spec import parse_spec
-from tuner.trials import TRAINABLES, param_space, sampled_values
+from tuner.spec import SpecError, parse_spec
+from tuner.trials import TRAINABLES, param_space, sampled_values, validate_spec
 
 
 def draw(params: dict, rng: random.Random) -> dict:
@@ -102,20 +102,43 @@ def test_a_key_fixed_under_model_leaves_the_default_space(monkeypatch):
     assert built.model_config["vf_share_layers"] in (True, False)
 
 
-def test_a_space_the_user_wrote_is_searched_as_written():
+def test_a_key_both_fixed_and_searched_is_refused_naming_both():
+    # a default space leaves out what the spec fixes; a space the user writes that
+    # searches a fixed key is a contradiction: one of the two would be ignored silently
+    for fixed, space_key in (
+        ({"model": {"fcnet_hiddens": [32]}}, "model.fcnet_hiddens"),
+        ({"config": {"model_config": {"fcnet_hiddens": [32]}}}, "model.fcnet_hiddens"),
+        ({"config": {"lr": 0.001}}, "lr"),
+    ):
+        dom = (
+            {"choice": [[8], [16]]} if space_key.startswith("model.") else {"choice": [1e-4, 1e-3]}
+        )
+        spec = parse_spec(
+            {
+                "name": "fixed",
+                "algorithm": "PPO",
+                "env": "CartPole-v1",
+                **fixed,
+                "search": {"space": {space_key: dom}},
+            }
+        )
+        with pytest.raises(SpecError) as err:
+            validate_spec(spec, build_env=False)
+        (issue,) = err.value.issues
+        assert issue.loc == f"search.space.{space_key}"
+        where = space_key if space_key == "lr" else "model.fcnet_hiddens"
+        assert f"also fixed as {'config.' if where == 'lr' else ''}{where}" in issue.msg
+    # searched and not fixed: searched as written
     spec = parse_spec(
         {
-            "name": "fixed",
+            "name": "searched",
             "algorithm": "PPO",
             "env": "CartPole-v1",
-            "model": {"fcnet_hiddens": [32]},
+            "model": {"fcnet_activation": "relu"},
             "search": {"space": {"model.fcnet_hiddens": {"choice": [[8], [16]]}}},
         }
     )
-    # only a default space loses the keys `model` fixes: a key the user's own space names
-    # is searched, and its sampled value is the one the trial builds with
-    space = resolve_space(spec)
-    assert "model.fcnet_hiddens" in space
-    trial_config = draw(param_space(spec, space), random.Random(0))
+    validate_spec(spec, build_env=False)
+    trial_config = draw(param_space(spec, resolve_space(spec)), random.Random(0))
     built = TRAINABLES["PPO"].get_default_config().update_from_dict(trial_config)
     assert built.model_config["fcnet_hiddens"] in ([8], [16])

@@ -47,6 +47,31 @@ _OWNED_BY_SPEC = {
 }
 
 
+def _fixed_and_searched(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
+    """A key the spec both fixes (under `config` or `model`) and searches in the space it
+    writes: one of the two would be silently ignored, so neither is chosen for the user.
+    (A default space simply leaves out what the spec fixes.)"""
+    if spec.search.space is None:
+        return []
+    model = {**(spec.config.get("model_config") or {}), **spec.model}
+    issues = []
+    for key, dom in space.items():
+        if key in spec.config:
+            fixed, value = f"config.{key}", spec.config[key]
+        elif key.startswith(MODEL_PREFIX) and key[len(MODEL_PREFIX) :] in model:
+            fixed, value = f"model.{key[len(MODEL_PREFIX) :]}", model[key[len(MODEL_PREFIX) :]]
+        else:
+            continue
+        issues.append(
+            SpecIssue(
+                loc=f"search.space.{key}",
+                value=str(dom),
+                msg=f"also fixed as {fixed} = {value!r}: fix it or search it, not both",
+            )
+        )
+    return issues
+
+
 def search_space(spec: ExperimentSpec) -> dict[str, Domain]:
     """The space the spec's sweep searches (tuner.search_spaces.resolve_space)."""
     return resolve_space(spec)
@@ -100,6 +125,7 @@ def validate_spec(
     if allowed is not None:
         refs += _spec_code_refs(spec, allowed)
     refs += _limits(spec, space, max_trials, max_asha_rungs)
+    refs += _fixed_and_searched(spec, space)
     if spec.custom_algorithm:
         return _validate_custom(spec, refs, space, build_env, import_user_code)
     # a key the spec owns is refused below as such, whatever its value
