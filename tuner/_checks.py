@@ -13,7 +13,8 @@ from tuner.spec import SpecError
 from tuner.views import Issue
 
 
-def _issue(loc: str, msg: str, value: Any = None) -> dict[str, Any]:
+def one_issue(loc: str, msg: str, value: Any = None) -> dict[str, Any]:
+    """The answer of a body refused with one problem."""
     return {"issues": [Issue(loc=loc, msg=msg, value=value).model_dump(mode="json")]}
 
 
@@ -111,7 +112,7 @@ def _answer(raw: bytes, yaml_body: bool, work: Callable[[Any], dict[str, Any]]) 
     except SpecError as err:
         return {"issues": [i.model_dump(mode="json") for i in err.issues]}
     except Exception as err:  # noqa: BLE001 - any other failure is still the spec's problem
-        return _issue("(spec)", f"cannot be checked: {type(err).__name__}: {str(err)[:300]}")
+        return one_issue("(spec)", f"cannot be checked: {type(err).__name__}: {str(err)[:300]}")
 
 
 def warm_up() -> bool:

@@ -35,12 +35,11 @@ from typing import Any
 
 import yaml
 
-from tuner.spec import IMPORT_PATH_RE, SpecError, SpecIssue
+from tuner.spec import GYM_ID_RE, IMPORT_PATH_RE, SpecError, SpecIssue
 
 _CLASSES_FILE = Path(__file__).with_name("rllib_classes.yaml")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # A gymnasium id as RLlib can take it: a dot would make RLlib import it as "module.Name".
-_GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_/-]{0,127}$")
 _DOMAIN_KINDS = ("grid", "choice", "uniform", "loguniform", "randint", "quniform")
 _MAX_DEPTH = 64
 _ALLOW_HINT = "the operator allows modules with TUNER_ALLOWED_MODULES or --allow-module"
@@ -227,7 +226,7 @@ class _Walker:
             if ":" in value:
                 if _import_path_ok(value, self.allowed):
                     return value
-            elif _GYM_ID_RE.fullmatch(value):
+            elif GYM_ID_RE.fullmatch(value):
                 return value
         return self._refuse(
             loc,

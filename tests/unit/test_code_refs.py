@@ -126,6 +126,15 @@ def test_environment_variables_for_rllib_processes_are_refused(key):
     assert issues({key: {}}) == [] and issues({key: None}) == []  # RLlib's default sets none
 
 
+def test_an_offline_output_path_is_refused():
+    """`output` makes every env runner write its episodes to a path or bucket the spec
+    picks (RLlib's offline writer), with credentials from the spec."""
+    (found,) = issues({"output": "s3://somebody-elses-bucket/x"}, ["mypkg"])
+    assert found.loc == "config.output" and "write its episodes" in found.msg
+    assert locs(space_issues({"output": {"choice": [None, "/tmp/x"]}})) == ["search.space.output"]
+    assert issues({"output": None}) == []  # RLlib's default: no offline output
+
+
 def test_dotted_path_under_an_allowed_module_is_refused_with_a_hint():
     (found,) = issues({"callbacks": "mypkg.cb.MyCallbacks"}, ["mypkg"])
     assert "'mypkg.cb:MyCallbacks'" in found.msg

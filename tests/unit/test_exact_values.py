@@ -87,9 +87,7 @@ def test_a_key_fixed_under_model_leaves_the_default_space(monkeypatch):
             "name": "fixed",
             "algorithm": "PPO",
             "env": "CartPole-v1",
-            "model": {"fcnet_hiddens": [32]},
-            # RLlib's own spelling of the model settings under `config` fixes them too
-            "config": {"model_config": {"fcnet_activation": "relu"}},
+            "model": {"fcnet_hiddens": [32], "fcnet_activation": "relu"},
         }
     )
     space = resolve_space(spec)
@@ -107,7 +105,6 @@ def test_a_key_both_fixed_and_searched_is_refused_naming_both():
     # searches a fixed key is a contradiction: one of the two would be ignored silently
     for fixed, space_key in (
         ({"model": {"fcnet_hiddens": [32]}}, "model.fcnet_hiddens"),
-        ({"config": {"model_config": {"fcnet_hiddens": [32]}}}, "model.fcnet_hiddens"),
         ({"config": {"lr": 0.001}}, "lr"),
     ):
         dom = (

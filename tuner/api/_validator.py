@@ -9,11 +9,6 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from tuner import _checks
-from tuner.views import Issue
-
-
-def _one_issue(loc: str, msg: str) -> dict[str, Any]:
-    return {"issues": [Issue(loc=loc, msg=msg).model_dump(mode="json")]}
 
 
 class Validator:
@@ -78,11 +73,13 @@ class Validator:
             if future is None or not future.cancelled():
                 raise  # this request itself was cancelled (client gone, shutdown)
             # another request's timeout replaced the worker before this one ran
-            return _one_issue("(spec)", "validation was interrupted; send the spec again")
+            return _checks.one_issue("(spec)", "validation was interrupted; send the spec again")
         except (TimeoutError, BrokenProcessPool) as err:
             self.restart()
             why = "timed out" if isinstance(err, TimeoutError) else "crashed"
-            return _one_issue("(spec)", f"validation {why} (the env constructor or the body)")
+            return _checks.one_issue(
+                "(spec)", f"validation {why} (the env constructor or the body)"
+            )
 
     def restart(self) -> None:
         """Kills the worker (its own process) and starts a fresh one."""

@@ -356,13 +356,13 @@ def run_sweep(
     Raises SpecError before any trial starts when the spec cannot run here (with
     `check_fit`, also when one trial needs more than the cluster's alive nodes have).
     """
-    # MLflow's store opens while the spec is checked and Ray starts (seconds each)
+    space = resolve_space(spec) if space is None else space
+    warnings = validate_spec(
+        spec, space=space, allowed_modules=allowed_modules, max_asha_rungs=max_asha_rungs
+    )
+    # MLflow's store opens while Ray starts (seconds each); a refused spec touches neither
     opening = open_in_background(tracking.tracking_uri) if tracking is not None else None
     try:
-        space = resolve_space(spec) if space is None else space
-        warnings = validate_spec(
-            spec, space=space, allowed_modules=allowed_modules, max_asha_rungs=max_asha_rungs
-        )
         ensure_ray(ray_address)
         if check_fit:
             check_fits(spec, [*alive_nodes(), *growth_nodes])  # autoscaling: what it can add

@@ -53,7 +53,7 @@ def _fixed_and_searched(spec: ExperimentSpec, space: dict[str, Domain]) -> list[
     (A default space simply leaves out what the spec fixes.)"""
     if spec.search.space is None:
         return []
-    model = {**(spec.config.get("model_config") or {}), **spec.model}
+    model = spec.model  # (config.model_config is refused: the spec owns it)
     issues = []
     for key, dom in space.items():
         if key in spec.config:
