@@ -7,7 +7,7 @@ import itertools
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import tiny_spec
+from tests.conftest import TINY_PPO, tiny_spec
 from tuner.spec import SpecError
 from tuner.trials import TrackingConfig, evaluate_checkpoint, run_sweep
 
@@ -45,7 +45,10 @@ def test_random_sweep_samples_inside_bounds(ray_local, tmp_path):
         "clip_param": {"quniform": [0.1, 0.3, 0.05]},
         "model.fcnet_hiddens": {"choice": [[8], [16, 16]]},
     }
-    spec = tiny_spec(search={"method": "random", "num_samples": 3, "space": space}, seed=3)
+    # a key is fixed or searched, not both: the searched ones leave the base config
+    config = {k: v for k, v in TINY_PPO.items() if k not in space}
+    search = {"method": "random", "num_samples": 3, "space": space}
+    spec = tiny_spec(config=config, model={}, search=search, seed=3)
     summary = run(spec, tmp_path)
     assert len(summary.trials) == 3
     from tuner.search_spaces import Domain
