@@ -50,6 +50,14 @@ def dashboard_up(url: str) -> bool:
         return False
 
 
+def _tail(path: Path, lines: int = 15) -> str:
+    """The last lines of a log file ("" when there is none)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
 class EmbeddedHead:
     """Starts, reuses and stops the service's own Ray head."""
 
@@ -92,8 +100,46 @@ class EmbeddedHead:
             return info["address"]
         return None
 
-    def start(self, num_cpus: int | None, deadline: float) -> str:
-        """Starts a head; returns its dashboard URL once the dashboard answers."""
+    def start(self, num_cpus: int | None, deadline: float, attempts: int = 3) -> str:
+        """Starts a head; returns its dashboard URL once the dashboard answers.
+
+        Its ports are picked free and released before Ray binds them, so another
+        process on the host (another Ray's outgoing connections use the same ephemeral
+        range) can take one in between; Ray then exits ("already in use"), and the head
+        is started again on fresh ports, up to `attempts` times before `deadline`.
+        """
+        logpath = self.settings.data_path / "ray-head.log"
+        attempt = 0
+        while True:
+            attempt += 1
+            url, exit_code = self._start_once(num_cpus, deadline, logpath)
+            if url is not None:
+                return url
+            tail = _tail(logpath)
+            if exit_code is None:
+                raise RuntimeError(
+                    f"the embedded Ray head did not answer before its deadline; "
+                    f"see {logpath}:\n{tail}"
+                )
+            if attempt >= attempts or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the embedded Ray head exited with code {exit_code} "
+                    f"({attempt} attempts); see {logpath}:\n{tail}"
+                )
+            log.warning(
+                "the embedded Ray head exited with code %s (attempt %d of %d); starting it "
+                "again on fresh ports. Its log ends:\n%s",
+                exit_code,
+                attempt,
+                attempts,
+                tail,
+            )
+
+    def _start_once(
+        self, num_cpus: int | None, deadline: float, logpath: Path
+    ) -> tuple[str | None, int | None]:
+        """One `ray start`: (dashboard URL, None) once it answers, (None, exit code) if
+        it exited, (None, None) if the deadline passed (the head is stopped then)."""
         port, dash = _free_port(), _free_port()
         cmd = [
             str(Path(sys.executable).with_name("ray")),
@@ -117,20 +163,21 @@ class EmbeddedHead:
             cmd.append(f"--num-cpus={num_cpus}")
         if self.settings.embedded_nice:
             cmd = ["nice", "-n", str(self.settings.embedded_nice), *cmd]
-        logfile = open(self.settings.data_path / "ray-head.log", "ab")  # noqa: SIM115 - child owns it
         env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "token")}
         # Secrets reach sweep drivers through the head's environment, never a job's
         # runtime_env (which the dashboard shows): see Launcher.job_env.
         env["TUNER_DATABASE_URL"] = self.settings.store_url
         env.pop("TUNER_API_TOKEN", None)  # drivers never need it
-        self.process = subprocess.Popen(
-            cmd, stdout=logfile, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+        with logpath.open("ab") as logfile:  # the child keeps its own descriptor
+            self.process = subprocess.Popen(
+                cmd, stdout=logfile, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         url = f"http://127.0.0.1:{dash}"
         while not dashboard_up(url):
-            if self.process.poll() is not None or time.monotonic() > deadline:
+            exit_code = self.process.poll()
+            if exit_code is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"the embedded Ray head did not start; see {logfile.name}")
+                return None, exit_code
             time.sleep(0.5)
         self.head_file.write_text(
             json.dumps(
@@ -142,7 +189,7 @@ class EmbeddedHead:
                 }
             )
         )
-        return url
+        return url, None
 
     def stop(self, timeout_s: float = 10) -> None:
         """Stops the head if this process started it (its own process group)."""

@@ -1,0 +1,66 @@
+"""The embedded Ray head when a port it picked is taken before Ray binds it.
+
+`ray start` is given ports that were free a moment before; another process on the host
+(another Ray's outgoing connections use the same ephemeral range) can take one in
+between, and Ray then exits. The service starts the head again on fresh ports.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import time
+
+import pytest
+
+from tuner.launcher import _head
+from tuner.launcher._head import EmbeddedHead, dashboard_up
+from tuner.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_taken_dashboard_port_is_retried_on_fresh_ports(tmp_path, monkeypatch, caplog):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    taken_port = taken.getsockname()[1]
+    real_free_port = _head._free_port
+    picks = iter([real_free_port(), taken_port])  # the first head's GCS, then its dashboard
+    monkeypatch.setattr(_head, "_free_port", lambda: next(picks, None) or real_free_port())
+
+    settings = Settings(data_dir=tmp_path / "data")
+    settings.data_path.mkdir(parents=True)
+    head = EmbeddedHead(settings)
+    try:
+        with caplog.at_level(logging.WARNING, logger="tuner.launcher"):
+            url = head.start(num_cpus=1, deadline=time.monotonic() + 120)
+        assert not url.endswith(f":{taken_port}")
+        assert dashboard_up(url)
+        assert "exited with code" in caplog.text and "attempt 1 of 3" in caplog.text
+        assert "already occupied" in caplog.text  # Ray's own words, from its log
+    finally:
+        head.stop()
+        taken.close()
+        shutil.rmtree(head.temp_dir, ignore_errors=True)
+
+
+def test_a_head_that_keeps_exiting_is_an_error_with_its_log(tmp_path, monkeypatch):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    monkeypatch.setattr(_head, "_free_port", lambda: taken.getsockname()[1])
+
+    settings = Settings(data_dir=tmp_path / "data")
+    settings.data_path.mkdir(parents=True)
+    head = EmbeddedHead(settings)
+    try:
+        with pytest.raises(RuntimeError, match=r"exited with code \d+ \(2 attempts\)") as err:
+            head.start(num_cpus=1, deadline=time.monotonic() + 120, attempts=2)
+        assert "ray-head.log" in str(err.value)
+        assert not head.started and not head.head_file.exists()
+    finally:
+        head.stop()
+        taken.close()
+        shutil.rmtree(head.temp_dir, ignore_errors=True)
