@@ -44,6 +44,17 @@ class Server:
         self.log = data_dir / f"server-{self.port}.log"
 
     def start(self, timeout: float = 120) -> Server:
+        try:
+            return self._start(timeout)
+        except AssertionError as exited:
+            # the port picked free was taken before uvicorn bound it: once more, elsewhere
+            if "address already in use" not in str(exited):
+                raise
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            return self._start(timeout)
+
+    def _start(self, timeout: float) -> Server:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tuner.cli", "serve", "--port", str(self.port), *self.args],
