@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
+import importlib
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -169,11 +172,25 @@ def run(
         err.print(f"--output: expected 'table' or 'json', got {output!r}")
         raise typer.Exit(2)
     settings = Settings(data_dir=data_dir) if data_dir else Settings()
+    try:
+        spec = load_spec(file)
+    except SpecError as e:
+        _print_issues(e, file)
+        raise typer.Exit(2) from None
+    from tuner.launcher import _local
+
+    # the local Ray starts while RLlib and torch import on a thread (seconds each)
+    importing = threading.Thread(
+        target=importlib.import_module, args=("tuner.trials",), name="import", daemon=True
+    )
+    importing.start()
+    _local.ensure_ray()
+    _ending["sweep"] = 1
+    importing.join()
     from tuner.trials import StorageError, run_sweep
     from tuner.trials._graceful import GracefulCtrlC
 
     try:
-        spec = load_spec(file)
         settings.data_path.mkdir(parents=True, exist_ok=True)
         summary = run_sweep(
             spec,
@@ -507,8 +524,43 @@ def schema() -> None:
     typer.echo(json.dumps(json_schema(), indent=2))
 
 
+# How `tuner run` ended, for _end_without_teardown: set only once a sweep's Ray began
+_ending: dict[str, int] = {}
+
+
+def _end_without_teardown() -> None:
+    """Ends a `tuner run` process once every exit hook registered during the run has
+    run (Ray's shutdown, MLflow's, Tune's loggers': they run before this one, which
+    `main` registered first), without the interpreter's module teardown: seconds, after
+    torch and RLlib, that change nothing on disk."""
+    if "code" not in _ending or "sweep" not in _ending:
+        return
+    import logging
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_ending["code"])
+
+
 def main() -> None:
     """Entry point of the `tuner` console script."""
+    atexit.register(_end_without_teardown)
+    try:
+        _main()
+    except SystemExit as done:
+        code = done.code
+        _ending["code"] = code if isinstance(code, int) else (0 if code is None else 1)
+        raise
+    except KeyboardInterrupt:
+        _ending["code"] = 130
+        raise
+    except BaseException:
+        _ending["code"] = 1
+        raise
+
+
+def _main() -> None:
     from pydantic import ValidationError
 
     try:

@@ -207,7 +207,13 @@ def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch)
     for var in ("TUNER_RAY_ADDRESS", "TUNER_CLUSTER_MAX_NODES", "TUNER_CLUSTER_FIT_CHECK"):
         monkeypatch.delenv(var, raising=False)
     started = []
-    monkeypatch.setattr(engine, "ensure_ray", lambda address=None, **_: started.append(address))
+    from tuner.launcher import _local
+
+    def ensure_ray(address=None, **_):
+        started.append(address)
+
+    monkeypatch.setattr(_local, "ensure_ray", ensure_ray)  # the CLI's, beside RLlib's import
+    monkeypatch.setattr(engine, "ensure_ray", ensure_ray)  # the engine's (Ray up: no-op)
     monkeypatch.setattr(engine, "alive_nodes", lambda: [{"CPU": 2.0}])
     path = tmp_path / "big.json"
     big = {"name": "big", "algorithm": "PPO", "env": "CartPole-v1"}
@@ -218,7 +224,7 @@ def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch)
     said = " ".join(refused.output.split())  # as rich wrapped it, unwrapped
     assert "resources.num_env_runners: 64 env runners" in said
     assert "need 65 CPUs" in said and "the cluster has {CPU: 2}" in said
-    assert started == [None]  # the local Ray, then the check: nothing ran
+    assert started == [None, None]  # the local Ray, then the check: nothing ran
     assert not (data / "ray_results").exists()
     with sqlite3.connect(data / "mlflow.db") as db:  # opened while Ray started; no run
         assert db.execute("select count(*) from runs").fetchone() == (0,)

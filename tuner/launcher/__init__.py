@@ -5,6 +5,7 @@ state API, over HTTP with a deadline on every request.
 - `_head.py`: EmbeddedHead, the one-node head started when no cluster is configured
 - `_jobs.py`: RayJobs, submit / status / stop / logs of the sweeps' driver jobs
 - `_cluster.py`: ClusterNodes, the alive nodes and their resources
+- `_local.py`: ensure_ray, the Ray a sweep's driver process connects to or starts
 """
 
 from __future__ import annotations

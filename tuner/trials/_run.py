@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import sys
@@ -17,6 +16,7 @@ from ray import tune
 from ray.tune.stopper import Stopper
 
 from tuner.importance import sweep_importance
+from tuner.launcher._local import ensure_ray
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
 from tuner.search_spaces import Domain, resolve_space
 from tuner.spec import ExperimentSpec
@@ -34,31 +34,6 @@ from tuner.trials._tuner import build_tuner, restore_tuner, sampled_values
 from tuner.trials._validate import validate_spec
 from tuner.tune_paths import confirm_run, run_dir
 from tuner.views import BestTrial, SweepSummary, TrialView
-
-
-def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Connects to `address`, or starts a local Ray, unless Ray is already up.
-
-    The working directory joins workers' PYTHONPATH so that envs named by import
-    path ('mypkg.envs:MyEnv') import in every trial process.
-    """
-    import ray
-
-    if ray.is_initialized():
-        return
-    paths = [os.getcwd(), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    if address == "auto":  # a Ray Job's driver: the job's runtime_env already has PYTHONPATH
-        ray.init(address=address, log_to_driver=False)
-    elif address:
-        ray.init(
-            address=address,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}},
-        )
-    else:
-        # "local": a new Ray of our own, even if another (say, a tuner serve head) runs here
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
 
 
 class StorageError(RuntimeError):
