@@ -123,7 +123,11 @@ class Settings(BaseSettings):
         "(TUNER_API_TOKEN), so per service. Another POST is a 429 until one ends.",
     )
     view_cache_s: float = Field(
-        0.5, ge=0, description="How long a polled sweep / trials view is served from memory."
+        0.5,
+        ge=0,
+        description="How long a polled sweep / trials / metrics view is served from memory "
+        "as is; for 4 times as long after, it is still served at once while one refresh "
+        "renders it again (a view is at most 5 times this old).",
     )
     embedded_nice: int = Field(
         10,
