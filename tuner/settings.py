@@ -125,9 +125,9 @@ class Settings(BaseSettings):
     view_cache_s: float = Field(
         0.5,
         ge=0,
-        description="How long a polled sweep / trials / metrics view is served from memory "
-        "as is; for 4 times as long after, it is still served at once while one refresh "
-        "renders it again (a view is at most 5 times this old).",
+        description="How long a polled sweep / trials / metrics view is served from memory; "
+        "then the next poll renders it again, and polls arriving meanwhile get the kept "
+        "view at once if it is under 5 times this old.",
     )
     embedded_nice: int = Field(
         10,

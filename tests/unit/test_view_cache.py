@@ -51,36 +51,52 @@ def test_concurrent_polls_of_a_missing_view_share_one_render():
     assert calls == 1 and bodies == [1] * 20
 
 
-def test_a_stale_view_is_served_at_once_while_one_refresh_runs():
+def test_a_stale_view_is_refreshed_by_one_poll_while_the_others_get_it_at_once():
     async def main():
         cache, render = ViewCache(0.05), Renderer()
         first = body(await cache.get("e1/view", render))
         await asyncio.sleep(0.08)  # older than the ttl, within the stale window
         render.gate.clear()  # the refresh blocks in its worker thread
+        refreshing = asyncio.ensure_future(cache.get("e1/view", render))
+        await asyncio.sleep(0.02)
         began = time.monotonic()
         stale = [body(await cache.get("e1/view", render)) for _ in range(5)]
         waited = time.monotonic() - began
         render.gate.set()
-        for _ in range(100):  # the refresh lands
-            await asyncio.sleep(0.01)
-            if not cache._flights:
-                break
-        fresh = body(await cache.get("e1/view", render))
-        return first, stale, waited, fresh, render.calls
+        return first, stale, waited, body(await refreshing), render.calls
 
-    first, stale, waited, fresh, calls = asyncio.run(main())
-    assert first == 1 and stale == [1] * 5 and waited < 1
-    assert fresh == 2 and calls == 2  # five stale polls, one refresh
+    first, stale, waited, refreshed, calls = asyncio.run(main())
+    assert first == 1 and stale == [1] * 5 and waited < 1  # the others did not wait
+    assert refreshed == 2 and calls == 2  # the refreshing poll got the new view; one render
 
 
-def test_a_view_older_than_the_stale_window_waits_for_a_fresh_render():
+def test_a_poll_on_its_own_never_gets_a_view_older_than_the_ttl():
+    async def main():
+        cache, render = ViewCache(0.05), Renderer()
+        seen = []
+        for _ in range(3):
+            seen.append(body(await cache.get("e1/view", render)))
+            await asyncio.sleep(0.08)
+        return seen
+
+    assert asyncio.run(main()) == [1, 2, 3]
+
+
+def test_a_body_older_than_the_stale_window_is_not_served_while_a_refresh_runs():
     async def main():
         cache, render = ViewCache(0.02), Renderer()
         await cache.get("e1/view", render)
         await asyncio.sleep(0.02 * (1 + ViewCache.STALE_FACTOR) + 0.05)
-        return body(await cache.get("e1/view", render))
+        render.gate.clear()
+        refreshing = asyncio.ensure_future(cache.get("e1/view", render))
+        await asyncio.sleep(0.02)
+        other = asyncio.ensure_future(cache.get("e1/view", render))  # must wait too
+        await asyncio.sleep(0.05)
+        waited = not other.done()
+        render.gate.set()
+        return waited, body(await refreshing), body(await other), render.calls
 
-    assert asyncio.run(main()) == 2
+    assert asyncio.run(main()) == (True, 2, 2, 2)
 
 
 def test_a_write_drops_cached_views_and_what_a_render_under_way_returns():
@@ -92,25 +108,27 @@ def test_a_write_drops_cached_views_and_what_a_render_under_way_returns():
         cache._items["e1/view"] = (began - 120, kept)  # past its ttl, within the stale window
         render.gate.clear()
         render.version = 100  # what the store held before the write
-        stale = body(await cache.get("e1/view", render))  # served; a refresh starts
+        refreshing = asyncio.ensure_future(cache.get("e1/view", render))  # waits on it
         while render.calls < 3:  # the refresh has read the store
             await asyncio.sleep(0.01)
+        stale = body(await cache.get("e1/view", render))  # meanwhile: the body kept
         render.version = 200  # the API writes (stop / resume / delete) ...
         cache.invalidate("e1")  # ... and drops the sweep's views
         waiting = asyncio.ensure_future(cache.get("e1/view", render))  # renders anew
         await asyncio.sleep(0.05)
         render.gate.set()
         after = body(await waiting)
+        before_write = body(await refreshing)  # the poll that began before the write
         for _ in range(100):  # the pre-write refresh ends too
             await asyncio.sleep(0.01)
             if not cache._flights:
                 break
         again = body(await cache.get("e1/view", render))
         other = body(await cache.get("e2/view", render))
-        return stale, after, again, other, render.calls
+        return stale, before_write, after, again, other, render.calls
 
-    stale, after, again, other, calls = asyncio.run(main())
-    assert stale == 1
+    stale, before_write, after, again, other, calls = asyncio.run(main())
+    assert stale == 1 and before_write == 100
     assert after == 200 and again == 200  # the pre-write render neither served nor kept
     assert other == 2 and calls == 4  # another sweep's view untouched
 

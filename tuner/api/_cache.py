@@ -13,14 +13,14 @@ from starlette.concurrency import run_in_threadpool
 
 class ViewCache:
     """The rendered JSON of polled views: fifty pages polling one sweep cost one query
-    and one serialization, not fifty, and none of them waits for it.
+    and one serialization, not fifty, and only one of them waits for it.
 
-    A view is fresh for `ttl_s` seconds. For `4 * ttl_s` more it is stale: it is still
-    served at once while one refresh renders it again in a worker thread, so a poll
-    never waits for the store unless no body, or only a staler one, is kept (a view is
-    then at most `5 * ttl_s` old). One render per view at a time, however many polls
-    arrive while it runs. The API's own writes (stop, resume, delete) drop a sweep's
-    entries and its refreshes in flight at once: the next poll renders anew."""
+    A view is served as kept for `ttl_s` seconds. The first poll after that renders it
+    again (in a worker thread, serialization included) and waits, so a poll on its own
+    never gets a view older than `ttl_s`; the polls that arrive while that render runs
+    get the body kept at once, if it is under `5 * ttl_s` old, instead of waiting too.
+    One render per view at a time. The API's own writes (stop, resume, delete) drop a
+    sweep's views and its renders under way: the next poll renders anew."""
 
     STALE_FACTOR = 4
 
@@ -37,11 +37,11 @@ class ViewCache:
         if hit is not None and age is not None and age < self.ttl_s:
             return _json(hit[1])
         flight = self._flights.get(key)
-        if flight is None:
+        if flight is None:  # this poll refreshes the view, and waits for it
             flight = self._flights[key] = asyncio.ensure_future(self._render(key, render))
             flight.add_done_callback(_retrieve)
-        if hit is not None and age is not None and age < self.ttl_s * (1 + self.STALE_FACTOR):
-            return _json(hit[1])  # the refresh lands for a later poll
+        elif hit is not None and age is not None and age < self.ttl_s * (1 + self.STALE_FACTOR):
+            return _json(hit[1])  # another poll is refreshing it: the body kept, at once
         return _json(await asyncio.shield(flight))
 
     async def _render(self, key: str, render: Callable[[], BaseModel]) -> bytes:
