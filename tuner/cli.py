@@ -183,9 +183,9 @@ def run(
     importing = threading.Thread(
         target=importlib.import_module, args=("tuner.trials",), name="import", daemon=True
     )
+    _ending["sweep"] = 1
     importing.start()
     _local.ensure_ray()
-    _ending["sweep"] = 1
     importing.join()
     from tuner.trials import StorageError, run_sweep
     from tuner.trials._graceful import GracefulCtrlC
@@ -537,6 +537,9 @@ def _end_without_teardown() -> None:
         return
     import logging
 
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():  # its own hook, if it came before ours
+        ray.shutdown()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
