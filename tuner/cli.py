@@ -179,19 +179,20 @@ def run(
         raise typer.Exit(2) from None
     from tuner.launcher import _local
 
-    # the local Ray starts while RLlib and torch import on a thread (seconds each)
-    importing = threading.Thread(
-        target=importlib.import_module, args=("tuner.trials",), name="import", daemon=True
+    settings.data_path.mkdir(parents=True, exist_ok=True)
+    # the local Ray starts while RLlib and torch import and MLflow's store opens on a
+    # thread (seconds each); joined before anything else, a migration never cut short
+    preparing = threading.Thread(
+        target=_import_and_open, args=(settings.tracking_uri,), name="prepare", daemon=True
     )
-    _ending["sweep"] = 1
-    importing.start()
+    _Ending.after_ray = True
+    preparing.start()
     _local.ensure_ray()
-    importing.join()
+    preparing.join()
     from tuner.trials import StorageError, run_sweep
     from tuner.trials._graceful import GracefulCtrlC
 
     try:
-        settings.data_path.mkdir(parents=True, exist_ok=True)
         summary = run_sweep(
             spec,
             storage_path=settings.tune_storage,
@@ -219,6 +220,14 @@ def run(
     else:
         _print_summary(summary)
     raise typer.Exit(0 if summary.status == "SUCCEEDED" else 1)
+
+
+def _import_and_open(tracking_uri: str) -> None:
+    """`tuner run`'s thread beside the Ray start: RLlib and torch, then MLflow's store."""
+    importlib.import_module("tuner.trials")
+    from tuner.trials._mlflow_writer import open_store
+
+    open_store(tracking_uri)
 
 
 def tracking_config(settings: Settings) -> TrackingConfig:
@@ -524,8 +533,11 @@ def schema() -> None:
     typer.echo(json.dumps(json_schema(), indent=2))
 
 
-# How `tuner run` ended, for _end_without_teardown: set only once a sweep's Ray began
-_ending: dict[str, int] = {}
+class _Ending:
+    """How this process is ending, for _end_without_teardown."""
+
+    code: int | None = None  # the exit code, once `main` has seen it
+    after_ray: bool = False  # `tuner run` began its Ray: end without the teardown
 
 
 def _end_without_teardown() -> None:
@@ -533,7 +545,7 @@ def _end_without_teardown() -> None:
     run (Ray's shutdown, MLflow's, Tune's loggers': they run before this one, which
     `main` registered first), without the interpreter's module teardown: seconds, after
     torch and RLlib, that change nothing on disk."""
-    if "code" not in _ending or "sweep" not in _ending:
+    if _Ending.code is None or not _Ending.after_ray:
         return
     import logging
 
@@ -543,23 +555,24 @@ def _end_without_teardown() -> None:
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(_ending["code"])
+    os._exit(_Ending.code)
 
 
 def main() -> None:
     """Entry point of the `tuner` console script."""
+    _Ending.code, _Ending.after_ray = None, False
     atexit.register(_end_without_teardown)
     try:
         _main()
     except SystemExit as done:
         code = done.code
-        _ending["code"] = code if isinstance(code, int) else (0 if code is None else 1)
+        _Ending.code = code if isinstance(code, int) else (0 if code is None else 1)
         raise
     except KeyboardInterrupt:
-        _ending["code"] = 130
+        _Ending.code = 130
         raise
     except BaseException:
-        _ending["code"] = 1
+        _Ending.code = 1
         raise
 
 

@@ -52,6 +52,7 @@ class Server:
                 raise
             self.port = free_port()
             self.url = f"http://127.0.0.1:{self.port}"
+            self.log = self.data_dir / f"server-{self.port}.log"
             return self._start(timeout)
 
     def _start(self, timeout: float) -> Server:

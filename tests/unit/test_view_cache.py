@@ -34,6 +34,16 @@ class Renderer:
         return View(n=n)
 
 
+class Clock:
+    """The cache's clock, moved by hand: no test hangs on the machine's speed."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def body(response) -> int:
     return View.model_validate_json(response.body).n
 
@@ -53,9 +63,10 @@ def test_concurrent_polls_of_a_missing_view_share_one_render():
 
 def test_a_stale_view_is_refreshed_by_one_poll_while_the_others_get_it_at_once():
     async def main():
-        cache, render = ViewCache(0.05), Renderer()
+        clock = Clock()
+        cache, render = ViewCache(1, clock), Renderer()
         first = body(await cache.get("e1/view", render))
-        await asyncio.sleep(0.08)  # older than the ttl, within the stale window
+        clock.now += 2  # older than the ttl, within the stale window
         render.gate.clear()  # the refresh blocks in its worker thread
         refreshing = asyncio.ensure_future(cache.get("e1/view", render))
         await asyncio.sleep(0.02)
@@ -72,21 +83,24 @@ def test_a_stale_view_is_refreshed_by_one_poll_while_the_others_get_it_at_once()
 
 def test_a_poll_on_its_own_never_gets_a_view_older_than_the_ttl():
     async def main():
-        cache, render = ViewCache(0.05), Renderer()
+        clock = Clock()
+        cache, render = ViewCache(1, clock), Renderer()
         seen = []
         for _ in range(3):
             seen.append(body(await cache.get("e1/view", render)))
-            await asyncio.sleep(0.08)
+            seen.append(body(await cache.get("e1/view", render)))  # within the ttl: kept
+            clock.now += 1.5
         return seen
 
-    assert asyncio.run(main()) == [1, 2, 3]
+    assert asyncio.run(main()) == [1, 1, 2, 2, 3, 3]
 
 
 def test_a_body_older_than_the_stale_window_is_not_served_while_a_refresh_runs():
     async def main():
-        cache, render = ViewCache(0.02), Renderer()
+        clock = Clock()
+        cache, render = ViewCache(1, clock), Renderer()
         await cache.get("e1/view", render)
-        await asyncio.sleep(0.02 * (1 + ViewCache.STALE_FACTOR) + 0.05)
+        clock.now += 1 + ViewCache.STALE_FACTOR + 0.5
         render.gate.clear()
         refreshing = asyncio.ensure_future(cache.get("e1/view", render))
         await asyncio.sleep(0.02)
@@ -101,11 +115,12 @@ def test_a_body_older_than_the_stale_window_is_not_served_while_a_refresh_runs()
 
 def test_a_write_drops_cached_views_and_what_a_render_under_way_returns():
     async def main():
-        cache, render = ViewCache(60), Renderer()
+        clock = Clock()
+        cache, render = ViewCache(60, clock), Renderer()
         await cache.get("e1/view", render)  # n=1 cached
+        clock.now += 50
         await cache.get("e2/view", render)  # n=2, another sweep
-        began, kept = cache._items["e1/view"]
-        cache._items["e1/view"] = (began - 120, kept)  # past its ttl, within the stale window
+        clock.now += 20  # e1 past its ttl (70 s), within the stale window; e2 fresh
         render.gate.clear()
         render.version = 100  # what the store held before the write
         refreshing = asyncio.ensure_future(cache.get("e1/view", render))  # waits on it

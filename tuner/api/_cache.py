@@ -24,8 +24,9 @@ class ViewCache:
 
     STALE_FACTOR = 4
 
-    def __init__(self, ttl_s: float) -> None:
+    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl_s = ttl_s
+        self._clock = clock
         self._items: dict[str, tuple[float, bytes]] = {}  # key -> (render began, body)
         self._flights: dict[str, asyncio.Future[bytes]] = {}
         self._epochs: dict[str, int] = {}  # experiment id -> writes seen (invalidate)
@@ -33,7 +34,7 @@ class ViewCache:
     async def get(self, key: str, render: Callable[[], BaseModel]) -> Response:
         """The cached body for `key`; render() (in a worker thread) when it is stale."""
         hit = self._items.get(key)
-        age = time.monotonic() - hit[0] if hit is not None else None
+        age = self._clock() - hit[0] if hit is not None else None
         if hit is not None and age is not None and age < self.ttl_s:
             return _json(hit[1])
         flight = self._flights.get(key)
@@ -47,28 +48,29 @@ class ViewCache:
     async def _render(self, key: str, render: Callable[[], BaseModel]) -> bytes:
         experiment_id = key.split("/", 1)[0]
         epoch = self._epochs.get(experiment_id, 0)
-        began = time.monotonic()
+        began = self._clock()
         try:
             body = await run_in_threadpool(lambda: render().model_dump_json().encode())
         finally:
             if self._flights.get(key) is asyncio.current_task():
-                del self._flights[key]
+                self._flights.pop(key, None)
         if self._epochs.get(experiment_id, 0) == epoch:  # no write since it began
             if len(self._items) > 2000:
-                horizon = time.monotonic() - self.ttl_s * (1 + self.STALE_FACTOR)
+                horizon = self._clock() - self.ttl_s * (1 + self.STALE_FACTOR)
                 self._items = {k: v for k, v in self._items.items() if v[0] > horizon}
             self._items[key] = (began, body)
         return body
 
     def invalidate(self, experiment_id: str) -> None:
         """Forgets every cached view of one sweep, and the renders under way (they run
-        on for the polls waiting on them; what they render is not kept)."""
+        on for the polls waiting on them; what they render is not kept). Call it on the
+        event loop, as `get` runs (the routes' writes do)."""
         self._epochs[experiment_id] = self._epochs.get(experiment_id, 0) + 1
         prefix = f"{experiment_id}/"
-        for key in [k for k in self._items if k.startswith(prefix)]:
-            del self._items[key]
-        for key in [k for k in self._flights if k.startswith(prefix)]:
-            del self._flights[key]
+        for key in [k for k in list(self._items) if k.startswith(prefix)]:
+            self._items.pop(key, None)
+        for key in [k for k in list(self._flights) if k.startswith(prefix)]:
+            self._flights.pop(key, None)
 
 
 def _json(body: bytes) -> Response:

@@ -70,7 +70,7 @@ def _get(store: Store, experiment_id: str) -> ExperimentRecord:
     return rec
 
 
-def _change(
+async def _change(
     store: Store,
     cache: ViewCache,
     wake: Callable[[], None],
@@ -78,15 +78,20 @@ def _change(
     action: Callable[[Store, str], ExperimentRecord],
 ) -> ExperimentView:
     """Applies a status change (404 if unknown, 409 if not allowed now), drops the sweep's
-    cached views and wakes the supervisor."""
-    _get(store, experiment_id)
+    cached views and wakes the supervisor. The store work runs in a worker thread; the
+    cache is touched only here, on the event loop, as its polls are."""
+
+    def apply() -> ExperimentRecord:
+        _get(store, experiment_id)
+        return action(store, experiment_id)
+
     try:
-        rec = action(store, experiment_id)
+        rec = await run_in_threadpool(apply)
     except service.Conflict as err:
         raise _conflict(err) from None
     cache.invalidate(experiment_id)
     wake()
-    return experiment_view(store, rec)
+    return await run_in_threadpool(experiment_view, store, rec)
 
 
 def _conflict(err: service.Conflict) -> HTTPException:
@@ -299,13 +304,13 @@ async def metric_series(
     responses={**NOT_FOUND, 409: {"model": Problem}},
     tags=["experiments"],
 )
-def stop_experiment(
+async def stop_experiment(
     experiment_id: str, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
 ) -> ExperimentView:
     """Stops a sweep (STOPPING, then STOPPED): Tune saves its state and the trials end,
     resumable from their last checkpoint; a job that does not end within
     TUNER_STOP_TIMEOUT_S is stopped through Ray."""
-    return _change(store, cache, wake, experiment_id, service.request_stop)
+    return await _change(store, cache, wake, experiment_id, service.request_stop)
 
 
 @router.post(
@@ -315,11 +320,11 @@ def stop_experiment(
     responses={**NOT_FOUND, 409: {"model": Problem}},
     tags=["experiments"],
 )
-def resume_experiment(
+async def resume_experiment(
     experiment_id: str, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
 ) -> ExperimentView:
     """Continues a STOPPED or FAILED sweep from Tune's state (same MLflow parent run)."""
-    return _change(store, cache, wake, experiment_id, service.resume)
+    return await _change(store, cache, wake, experiment_id, service.resume)
 
 
 @router.delete(

@@ -106,7 +106,8 @@ class EmbeddedHead:
         Its ports are picked free and released before Ray binds them, so another
         process on the host (another Ray's outgoing connections use the same ephemeral
         range) can take one in between; Ray then exits ("already in use"), and the head
-        is started again on fresh ports, up to `attempts` times before `deadline`.
+        is started again on fresh ports, up to `attempts` times before `deadline`. A head
+        that exits for another reason is an error at once.
         """
         logpath = self.settings.data_path / "ray-head.log"
         attempt = 0
@@ -121,7 +122,8 @@ class EmbeddedHead:
                     f"the embedded Ray head did not answer before its deadline; "
                     f"see {logpath}:\n{tail}"
                 )
-            if attempt >= attempts or time.monotonic() > deadline:
+            port_taken = any(w in tail.lower() for w in ("already in use", "already occupied"))
+            if not port_taken or attempt >= attempts or time.monotonic() > deadline:
                 raise RuntimeError(
                     f"the embedded Ray head exited with code {exit_code} "
                     f"({attempt} attempts); see {logpath}:\n{tail}"

@@ -23,22 +23,26 @@ def param_value(value: Any) -> str:
     return text[:MAX_PARAM_CHARS]
 
 
-def open_in_background(tracking_uri: str) -> threading.Thread:
-    """Starts opening the tracking store of `tracking_uri` on a thread and returns it.
+def open_store(tracking_uri: str) -> None:
+    """Opens (and, for a new database, migrates) the tracking store of `tracking_uri`.
 
     Importing MLflow's SQL store takes seconds, and a new SQLite database seconds more
-    (MLflow runs all its migrations); begun before the Ray start, this overlaps it.
-    MLflow keeps one store per URI, built under a lock, so the first client made
-    afterwards waits for this one and reuses it. An error is left for that client to
-    raise. Join the thread before the process may exit (a migration in progress)."""
+    (MLflow runs all its migrations). MLflow keeps one store per URI, built under a
+    lock, so the first client made afterwards waits for this one and reuses it. An
+    error is left for that client to raise."""
+    try:
+        MlflowClient(tracking_uri=tracking_uri)
+    except Exception:  # noqa: BLE001 - the first real client raises it
+        pass
 
-    def open_store() -> None:
-        try:
-            MlflowClient(tracking_uri=tracking_uri)
-        except Exception:  # noqa: BLE001 - the first real client raises it
-            pass
 
-    thread = threading.Thread(target=open_store, name="tuner-mlflow-open", daemon=True)
+def open_in_background(tracking_uri: str) -> threading.Thread:
+    """Starts `open_store` on a thread and returns it: begun before a Ray start, it
+    overlaps it. Join the thread before the process may exit (a migration in
+    progress)."""
+    thread = threading.Thread(
+        target=open_store, args=(tracking_uri,), name="tuner-mlflow-open", daemon=True
+    )
     thread.start()
     return thread
 

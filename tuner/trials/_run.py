@@ -335,7 +335,8 @@ def run_sweep(
     warnings = validate_spec(
         spec, space=space, allowed_modules=allowed_modules, max_asha_rungs=max_asha_rungs
     )
-    # MLflow's store opens while Ray starts (seconds each); a refused spec touches neither
+    # MLflow's store opens while Ray starts (seconds each); a spec refused above touches
+    # neither (`tuner run` has begun both before its check, beside RLlib's import)
     opening = open_in_background(tracking.tracking_uri) if tracking is not None else None
     try:
         ensure_ray(ray_address)
