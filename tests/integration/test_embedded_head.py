@@ -7,6 +7,7 @@ between, and Ray then exits. The service starts the head again on fresh ports.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import socket
@@ -50,7 +51,13 @@ def test_a_head_that_keeps_exiting_is_an_error_with_its_log(tmp_path, monkeypatc
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
-    monkeypatch.setattr(_head, "_free_port", lambda: taken.getsockname()[1])
+    calls = itertools.count()
+    real_free_port = _head._free_port
+    taken_port = taken.getsockname()[1]
+    # every attempt's dashboard port (its second pick: GCS, dashboard, agent) is taken
+    monkeypatch.setattr(
+        _head, "_free_port", lambda: taken_port if next(calls) % 3 == 1 else real_free_port()
+    )
 
     settings = Settings(data_dir=tmp_path / "data")
     settings.data_path.mkdir(parents=True)

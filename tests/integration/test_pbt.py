@@ -99,9 +99,12 @@ def test_an_exploited_trial_trains_with_the_perturbed_values(ray_local, tmp_path
         assert {k: v for k, v in new.items() if k not in space} == {
             k: v for k, v in cloned.items() if k not in space
         }
+    # the trial restored from the clone's checkpoint and ran its next iteration with the
+    # new values, where the checkpoint's optimizer state held the cloned lr (a trial
+    # exploited again before it ran, on a loaded machine, never trains the first values:
+    # at least one perturbation must show, and every one that ran)
+    shown = 0
     for _, _, _, clone_iteration, cloned, new in perturbed:
-        # the trial restored from the clone's checkpoint and ran its next iteration with
-        # the new values, where the checkpoint's optimizer state held the cloned lr
         after = [
             row
             for trial_rows in rows.values()
@@ -110,11 +113,12 @@ def test_an_exploited_trial_trains_with_the_perturbed_values(ray_local, tmp_path
             and row["training_iteration"] == clone_iteration + 1
             and row["config"]["lr"] == pytest.approx(new["lr"])
         ]
-        assert after, (clone_iteration, new["lr"], rows)
+        shown += bool(after)
         for row in after:
             assert row["tuner"]["optimizer_lr"][LR] == pytest.approx(new["lr"], rel=1e-6)
             assert row["tuner"]["optimizer_lr"][LR] != pytest.approx(cloned["lr"], rel=1e-6)
             assert row["config"]["clip_param"] == pytest.approx(new["clip_param"])
+    assert shown, (perturbed, {t: [r["training_iteration"] for r in v] for t, v in rows.items()})
 
     # what the sweep reports as a trial's values is what it ran with last: the summary,
     # and the store's row (the live view, rewritten each time a trial restarts)

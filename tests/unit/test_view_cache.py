@@ -162,3 +162,30 @@ def test_a_render_error_reaches_the_polls_that_waited_and_is_not_cached():
         return body(await cache.get("e1/view", lambda: View(n=7)))
 
     assert asyncio.run(main()) == 7
+
+
+def test_a_render_left_in_another_event_loop_is_not_awaited_here():
+    """TestClient runs each request in an event loop of its own: a refresh begun in one
+    that ended must not be awaited from the next."""
+    clock = Clock()
+    cache, render = ViewCache(1, clock), Renderer()
+
+    async def poll():
+        return body(await cache.get("e1/view", render))
+
+    assert asyncio.run(poll()) == 1
+    clock.now += 2
+
+    async def start_refresh_and_leave():
+        render.gate.clear()
+        stale = body(await cache.get("e1/view", render))  # the refresh: waits ...
+        return stale
+
+    async def leave_after_starting():
+        task = asyncio.ensure_future(start_refresh_and_leave())
+        await asyncio.sleep(0.05)  # ... in this loop, which ends with it pending
+        task.cancel()
+
+    asyncio.run(leave_after_starting())
+    render.gate.set()
+    assert asyncio.run(poll()) in (2, 3)  # rendered again here, no error

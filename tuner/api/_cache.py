@@ -38,6 +38,8 @@ class ViewCache:
         if hit is not None and age is not None and age < self.ttl_s:
             return _json(hit[1])
         flight = self._flights.get(key)
+        if flight is not None and flight.get_loop() is not asyncio.get_running_loop():
+            flight = None  # of another event loop (a test client runs one per request)
         if flight is None:  # this poll refreshes the view, and waits for it
             flight = self._flights[key] = asyncio.ensure_future(self._render(key, render))
             flight.add_done_callback(_retrieve)
