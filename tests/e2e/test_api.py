@@ -183,7 +183,9 @@ def test_stop_and_resume_during_the_confirmation_rerun_no_search_trial(server):
     (its trials, iterations and Tune histories are as they were) and the confirmation
     completes, each trial once."""
     spec = {**tiny("e2e-confirm-stop"), "confirm": {"top_k": 1, "seeds": 2}}
-    spec["config"]["min_time_s_per_iteration"] = 1
+    # iterations of 3 s: the stop lands while a confirmation trial still trains, even on a
+    # loaded machine (with 1 s, both confirmation trials could end before it)
+    spec["config"]["min_time_s_per_iteration"] = 3
     runs = server.data_dir / "ray_results"
     with server.client() as c:
         exp_id = c.post("/experiments", json=spec).json()["id"]
