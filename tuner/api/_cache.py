@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 
@@ -34,8 +35,8 @@ class ViewCache:
     async def get(self, key: str, render: Callable[[], BaseModel]) -> Response:
         """The cached body for `key`; render() (in a worker thread) when it is stale."""
         hit = self._items.get(key)
-        age = self._clock() - hit[0] if hit is not None else None
-        if hit is not None and age is not None and age < self.ttl_s:
+        age = self._clock() - hit[0] if hit is not None else math.inf
+        if hit is not None and age < self.ttl_s:
             return _json(hit[1])
         flight = self._flights.get(key)
         if flight is not None and flight.get_loop() is not asyncio.get_running_loop():
@@ -43,7 +44,7 @@ class ViewCache:
         if flight is None:  # this poll refreshes the view, and waits for it
             flight = self._flights[key] = asyncio.ensure_future(self._render(key, render))
             flight.add_done_callback(_retrieve)
-        elif hit is not None and age is not None and age < self.ttl_s * (1 + self.STALE_FACTOR):
+        elif hit is not None and age < self.ttl_s * (1 + self.STALE_FACTOR):
             return _json(hit[1])  # another poll is refreshing it: the body kept, at once
         return _json(await asyncio.shield(flight))
 
