@@ -12,6 +12,7 @@ import copy
 import functools
 import hashlib
 import json
+import logging
 import math
 from functools import cache
 from pathlib import Path
@@ -30,8 +31,11 @@ from tuner import algorithms as registry
 from tuner._code_refs import import_paths, resolve_paths
 from tuner.mlflow_names import LEARNERS_PREFIX, STAGE_CONFIRM, STAGE_SEARCH
 from tuner.spec import ExperimentSpec, MultiAgentSpec
+from tuner.trials import _fast_replay
 from tuner.trials._envs import env_config_for, split_env_name
 from tuner.trials._envs import env_name as _env_name
+
+logger = logging.getLogger(__name__)
 
 CHECKPOINT_META = "tuner.json"  # env and algorithm of a checkpoint, for `tuner evaluate`
 MODEL_PREFIX = "model."
@@ -232,6 +236,26 @@ class _SweepTrialMixin:
             )
         return from_config(ReplayBuffer, kwargs)
 
+    def setup(self, config: Any) -> None:
+        super().setup(config)
+        # DQN / SAC: the flat replay path where it is the same algorithm (_fast_replay)
+        self._flat_replay: _fast_replay.TransitionBuffer | None = None
+        self._replay_path = ""
+        if isinstance(self, DQN):
+            why = _fast_replay.eligible(self)
+            if why is None:
+                capacity = int(self.config.replay_buffer_config.get("capacity", 1_000_000))
+                self._flat_replay = _fast_replay.TransitionBuffer(capacity, self.config.seed)
+                self._replay_path = "flat"
+            else:
+                self._replay_path = f"rllib ({why})"
+            logger.info("replay path: %s", self._replay_path)
+
+    def training_step(self) -> Any:
+        if self._flat_replay is None:
+            return super().training_step()
+        return _fast_replay.training_step(self, self._flat_replay)
+
     def step(self) -> dict[str, Any]:
         # Read before the update: RLlib moves an lr only after it (a schedule's next
         # value), so this is the lr every gradient step of this iteration used.
@@ -250,6 +274,8 @@ class _SweepTrialMixin:
             "device": _learner_device(self.config),
             "optimizer_lr": lrs,
         }
+        if self._replay_path:
+            result["tuner"]["replay"] = self._replay_path
         return result
 
     def _learner_lrs(self) -> dict[str, float]:

@@ -1,0 +1,128 @@
+"""DQN and SAC trials on the flat replay path (tuner/trials/_fast_replay.py): taken only
+where it is the same algorithm, the batches it trains on are the ones RLlib's learner
+connector builds from its own buffer, and the update ratio is RLlib's."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tuner.spec import parse_spec
+from tuner.trials._algorithms import trainable_for
+from tuner.trials._tuner import trial_params
+
+pytestmark = pytest.mark.integration
+
+UNIFORM = {"type": "EpisodeReplayBuffer", "capacity": 10_000}
+
+
+def _trial(algorithm: str, config: dict, seed: int = 0):
+    spec = parse_spec(
+        {
+            "name": f"flat-{algorithm}",
+            "algorithm": algorithm,
+            "env": "Pendulum-v1" if algorithm == "SAC" else "CartPole-v1",
+            "config": {
+                "train_batch_size_per_learner": 16,
+                "num_steps_sampled_before_learning_starts": 32,
+                "min_sample_timesteps_per_iteration": 64,
+                **config,
+            },
+            "model": {"fcnet_hiddens": [16]},
+        }
+    )
+    return trainable_for(spec)(config={**trial_params(spec), "seed": seed})
+
+
+@pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
+def test_a_uniform_buffer_trains_on_the_flat_path_at_rllibs_update_ratio(
+    ray_local, monkeypatch, algorithm
+):
+    ratios = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv("TUNER_FAST_REPLAY", switch)
+        algo = _trial(
+            algorithm,
+            {
+                "replay_buffer_config": UNIFORM,
+                "training_intensity": 4,
+                "num_steps_sampled_before_learning_starts": 0,
+                "min_time_s_per_iteration": 0,  # iterations end by env steps, not time
+            },
+        )
+        try:
+            result = algo.train()
+        finally:
+            algo.stop()
+        replay = result["tuner"]["replay"]
+        assert replay == "flat" if switch == "1" else replay.startswith("rllib (")
+        losses = {k: v for k, v in result["learners"]["default_policy"].items() if "loss" in k}
+        assert losses and all(math.isfinite(v) for v in losses.values()), losses
+        sampled = result["num_env_steps_sampled_lifetime"]
+        trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
+        ratios[switch] = (sampled, trained)
+    assert ratios["1"] == ratios["0"]  # the same env steps and samples trained
+    assert ratios["1"][1] / ratios["1"][0] == pytest.approx(4)
+
+
+@pytest.mark.parametrize(
+    "config, why",
+    [
+        ({}, "not RLlib's uniform EpisodeReplayBuffer"),  # DQN's default: prioritized
+        ({"replay_buffer_config": UNIFORM, "n_step": 3}, "n_step is not 1"),
+        (
+            {"replay_buffer_config": UNIFORM, "store_buffer_in_checkpoints": True},
+            "replay buffer stored in checkpoints",
+        ),
+    ],
+)
+def test_anything_else_keeps_rllibs_path_and_says_why(ray_local, config, why):
+    algo = _trial("DQN", config)
+    try:
+        assert algo._flat_replay is None
+        assert why in algo._replay_path
+    finally:
+        algo.stop()
+
+
+@pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
+def test_flat_batches_hold_what_rllibs_connector_builds_from_its_buffer(ray_local, algorithm):
+    """Episodes sampled by the trial's own env runner go into both buffers; every row RLlib's
+    buffer + learner connector make is a row of the flat batch, column by column."""
+    from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+
+    algo = _trial(algorithm, {"replay_buffer_config": UNIFORM})
+    try:
+        assert algo._flat_replay is not None
+        episodes = algo.env_runner.sample(num_timesteps=200, random_actions=True)
+        flat = type(algo._flat_replay)(1000, seed=0)
+        flat.add(episodes)
+        rllib = EpisodeReplayBuffer(capacity=1000)
+        rllib.add(episodes)
+        sampled = rllib.sample(
+            num_items=64, n_step=1, gamma=algo.config.gamma, sample_episodes=True
+        )
+        learner = algo.learner_group._learner
+        ours = flat.sample(5000)
+        theirs = learner._learner_connector(
+            rl_module=learner.module, batch={}, episodes=sampled, shared_data={}
+        )["default_policy"]
+    finally:
+        algo.stop()
+    theirs = {k: np.asarray(v.cpu() if hasattr(v, "cpu") else v) for k, v in theirs.items()}
+    assert set(ours) >= {"obs", "new_obs", "actions", "rewards", "terminateds", "truncateds"}
+    assert set(theirs) - set(ours) <= {"infos", "loss_mask", "action_logp", "action_dist_inputs"}
+    for i in range(len(theirs["obs"])):
+        rows = np.flatnonzero((ours["obs"] == theirs["obs"][i]).all(axis=1))
+        assert rows.size, f"row {i} of RLlib's batch is not in the flat buffer"
+        j = rows[0]
+        for column in ("new_obs", "actions", "rewards", "terminateds", "truncateds", "n_step"):
+            np.testing.assert_allclose(
+                np.asarray(ours[column][j], float),
+                np.asarray(theirs[column][i], float),
+                rtol=1e-6,
+                err_msg=column,
+            )
+        assert ours["actions"][j].shape == theirs["actions"][i].shape

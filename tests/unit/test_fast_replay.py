@@ -1,0 +1,118 @@
+"""The flat replay buffer of DQN / SAC trials (tuner/trials/_fast_replay.py): what it
+stores from RLlib's episode chunks, its ring, and what it samples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium.spaces import Box, Discrete
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+from tuner.trials._fast_replay import TransitionBuffer
+
+OBS = Box(-1e6, 1e6, (2,), np.float32)
+
+
+def chunk(start: int, length: int, *, terminated: bool = False, truncated: bool = False):
+    """An episode chunk whose observation at step t is [t, -t], action t % 2, reward t."""
+    steps = range(start, start + length)
+    return SingleAgentEpisode(
+        observations=[np.array([t, -t], np.float32) for t in range(start, start + length + 1)],
+        actions=[t % 2 for t in steps],
+        rewards=[float(t) for t in steps],
+        terminated=terminated,
+        truncated=truncated,
+        observation_space=OBS,
+        action_space=Discrete(2),
+        len_lookback_buffer=0,
+    )
+
+
+def test_chunks_become_one_step_transitions_with_the_next_observation():
+    buffer = TransitionBuffer(100, seed=0)
+    # an ongoing episode sampled in two rounds; the second chunk ends it
+    assert buffer.add([chunk(0, 3), chunk(3, 2, terminated=True)]) == 5
+    assert len(buffer) == 5 and buffer.added == 5
+    rows = buffer._cols
+    np.testing.assert_array_equal(rows["obs"][:5, 0], [0, 1, 2, 3, 4])
+    np.testing.assert_array_equal(rows["new_obs"][:5, 0], [1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(rows["rewards"][:5], [0, 1, 2, 3, 4])
+    np.testing.assert_array_equal(rows["actions"][:5], [0, 1, 0, 1, 0])
+    # only the episode's last step ends it: a chunk boundary is not a terminal
+    np.testing.assert_array_equal(rows["terminateds"][:5], [0, 0, 0, 0, 1])
+    assert not rows["truncateds"][:5].any()
+
+
+def test_a_truncated_episode_bootstraps():
+    buffer = TransitionBuffer(10)
+    buffer.add([chunk(0, 2, truncated=True)])
+    assert buffer._cols["truncateds"][:2].tolist() == [False, True]
+    assert not buffer._cols["terminateds"][:2].any()
+
+
+def test_the_ring_keeps_the_newest_capacity_transitions():
+    buffer = TransitionBuffer(5)
+    buffer.add([chunk(0, 3)])
+    buffer.add([chunk(3, 5)])
+    assert len(buffer) == 5 and buffer.added == 8
+    assert sorted(buffer._cols["rewards"].tolist()) == [3, 4, 5, 6, 7]
+    buffer.add([chunk(100, 12)])  # more than the capacity in one chunk
+    assert sorted(buffer._cols["rewards"].tolist()) == [107, 108, 109, 110, 111]
+
+
+def test_growing_keeps_what_was_stored():
+    buffer = TransitionBuffer(20_000)
+    buffer.add([chunk(0, 4000)])
+    assert len(buffer._cols["rewards"]) == 4096
+    buffer.add([chunk(4000, 3000)])
+    assert len(buffer._cols["rewards"]) == 8192
+    np.testing.assert_array_equal(buffer._cols["rewards"][:7000], np.arange(7000))
+    np.testing.assert_array_equal(buffer._cols["obs"][:7000, 1], -np.arange(7000))
+
+
+def test_samples_uniformly_with_rllibs_n_step_and_weight_columns():
+    buffer = TransitionBuffer(100, seed=1)
+    buffer.add([chunk(0, 10, terminated=True)])
+    batch = buffer.sample(4000)
+    assert set(batch) == {
+        "obs",
+        "new_obs",
+        "actions",
+        "rewards",
+        "terminateds",
+        "truncateds",
+        "n_step",
+        "weights",
+    }
+    assert batch["obs"].shape == (4000, 2) and batch["obs"].dtype == np.float32
+    assert (batch["n_step"] == 1).all() and (batch["weights"] == 1.0).all()
+    # rows stay whole: each transition's next observation is its own
+    np.testing.assert_array_equal(batch["new_obs"][:, 0], batch["obs"][:, 0] + 1)
+    np.testing.assert_array_equal(batch["terminateds"], batch["rewards"] == 9)
+    counts = np.bincount(batch["rewards"].astype(int), minlength=10)
+    assert counts.min() > 300  # each of the 10 transitions about 400 times
+    # the trial's seed makes it repeatable
+    again = TransitionBuffer(100, seed=1)
+    again.add([chunk(0, 10, terminated=True)])
+    np.testing.assert_array_equal(again.sample(4000)["rewards"], batch["rewards"])
+
+
+def test_continuous_actions_keep_their_shape():
+    episode = SingleAgentEpisode(
+        observations=[np.zeros(3, np.float32)] * 3,
+        actions=[np.array([0.5], np.float32), np.array([-0.5], np.float32)],
+        rewards=[1.0, 2.0],
+        observation_space=Box(-1, 1, (3,), np.float32),
+        action_space=Box(-2, 2, (1,), np.float32),
+        len_lookback_buffer=0,
+    )
+    buffer = TransitionBuffer(10)
+    buffer.add([episode])
+    assert buffer.sample(5)["actions"].shape == (5, 1)
+
+
+def test_empty_and_bad_capacity_are_refused():
+    with pytest.raises(ValueError, match="capacity"):
+        TransitionBuffer(0)
+    with pytest.raises(ValueError, match="empty"):
+        TransitionBuffer(5).sample(1)

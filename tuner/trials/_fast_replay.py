@@ -1,0 +1,254 @@
+"""A flat replay path for DQN and SAC trials: the same uniform replay, without RLlib's
+per-sample episode objects.
+
+RLlib 2.60's `EpisodeReplayBuffer` stores episodes and, for every sampled transition,
+slices its episode into a new one-step `SingleAgentEpisode`, which the learner connector
+pipeline then turns back into a batch: for a batch of 256 that is most of an update's
+time on a small network (docs/benchmarks.md). This module keeps one-step transitions in
+numpy arrays instead and hands the learner the batch itself (`learner_group.update(
+batch=...)`, which skips the learner connector): the same columns the connector builds
+(obs, new_obs, actions, rewards, terminateds, truncateds, n_step, weights), sampled
+uniformly, with the same sample / store / update rhythm as RLlib's own training step
+(`calculate_rr_weights`, `num_steps_sampled_before_learning_starts`, the target-network
+timesteps, weight sync).
+
+It runs only where it is the same algorithm (`eligible`): single-agent, a stateless
+module, `n_step: 1`, RLlib's uniform `EpisodeReplayBuffer`, the default connectors, no
+replay buffer in checkpoints, Box observations of at most `MAX_OBS_SIZE` numbers and Box
+or Discrete actions. Everything else keeps RLlib's path. `TUNER_FAST_REPLAY=0` in the
+trial's environment keeps RLlib's path too (for A/B measurements).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+SWITCH = "TUNER_FAST_REPLAY"
+MAX_OBS_SIZE = 4096  # numbers per observation: larger ones (images) keep RLlib's buffer
+BUFFER_NAMES = ("EpisodeReplayBuffer",)  # RLlib's uniform episode buffer by short name
+_INITIAL_ROWS = 4096
+
+
+class TransitionBuffer:
+    """Uniform replay of one-step transitions in numpy arrays, a ring of `capacity` rows
+    (the oldest transitions are overwritten first). Arrays grow by doubling up to
+    `capacity`, so memory follows what is stored."""
+
+    def __init__(self, capacity: int, seed: int | None = None) -> None:
+        if capacity < 1:
+            raise ValueError(f"replay capacity must be >= 1, got {capacity}")
+        self.capacity = int(capacity)
+        self._rng = np.random.default_rng(seed)
+        self._cols: dict[str, np.ndarray] = {}
+        self._next = 0  # the row the next transition is written to
+        self._size = 0
+        self.added = 0  # transitions added over the buffer's life
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, episodes: Iterable[Any]) -> int:
+        """Adds every transition of the sampled episode chunks (`SingleAgentEpisode`s as
+        the env runners return them: an ongoing episode's chunk ends in the observation
+        its next chunk starts from). Returns the number added."""
+        n = 0
+        for episode in episodes:
+            length = len(episode)
+            if length == 0:
+                continue
+            obs = np.asarray(episode.get_observations())
+            done = np.zeros(length, dtype=bool)
+            terminated, truncated = done.copy(), done.copy()
+            terminated[-1] = bool(episode.is_terminated)
+            truncated[-1] = bool(episode.is_truncated)
+            self._write(
+                {
+                    "obs": obs[:-1],
+                    "new_obs": obs[1:],
+                    "actions": np.asarray(episode.get_actions()),
+                    "rewards": np.asarray(episode.get_rewards(), dtype=np.float32),
+                    "terminateds": terminated,
+                    "truncateds": truncated,
+                }
+            )
+            n += length
+        return n
+
+    def sample(self, n: int) -> dict[str, np.ndarray]:
+        """`n` transitions drawn uniformly with replacement (RLlib's buffer draws the
+        same way), with RLlib's `n_step` (1) and `weights` (1.0) columns."""
+        if self._size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        rows = self._rng.integers(self._size, size=n)
+        batch = {name: col[rows] for name, col in self._cols.items()}
+        batch["n_step"] = np.ones(n, dtype=np.int64)
+        batch["weights"] = np.ones(n, dtype=np.float32)
+        return batch
+
+    def _write(self, cols: dict[str, np.ndarray]) -> None:
+        n = len(cols["rewards"])
+        if n > self.capacity:  # only the newest `capacity` survive anyway
+            cols = {k: v[-self.capacity :] for k, v in cols.items()}
+            n = self.capacity
+        self._reserve(cols, self._size + n)
+        rows = (self._next + np.arange(n)) % self.capacity
+        for name, value in cols.items():
+            self._cols[name][rows] = value
+        self._next = (self._next + n) % self.capacity
+        self._size = min(self._size + n, self.capacity)
+        self.added += n
+
+    def _reserve(self, cols: dict[str, np.ndarray], rows: int) -> None:
+        have = len(self._cols["rewards"]) if self._cols else 0
+        if have >= min(rows, self.capacity):
+            return
+        size = min(self.capacity, max(rows, 2 * have, _INITIAL_ROWS))
+        for name, value in cols.items():
+            grown = np.zeros((size, *value.shape[1:]), dtype=value.dtype)
+            if have:
+                grown[:have] = self._cols[name]
+            self._cols[name] = grown
+
+
+def _obs_fits(space: Any) -> bool:
+    from gymnasium.spaces import Box
+
+    return isinstance(space, Box) and int(np.prod(space.shape)) <= MAX_OBS_SIZE
+
+
+def _actions_fit(space: Any) -> bool:
+    from gymnasium.spaces import Box, Discrete
+
+    return isinstance(space, Box | Discrete)
+
+
+def _uniform_buffer(config: Any) -> bool:
+    from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+
+    buffer = config.replay_buffer_config or {}
+    kind = buffer.get("type")
+    if isinstance(kind, str):
+        return kind.rsplit(".", 1)[-1] in BUFFER_NAMES
+    return kind is EpisodeReplayBuffer
+
+
+def _spaces(algo: Any) -> tuple[Any, Any]:
+    """The module's observation and action spaces, from the local env runner or the
+    first remote one."""
+    if algo.env_runner is not None:
+        module = algo.env_runner.module
+        return module.observation_space, module.action_space
+    return algo.env_runner_group.foreach_env_runner(
+        lambda runner: (runner.module.observation_space, runner.module.action_space),
+        remote_worker_ids=[1],
+        local_env_runner=False,
+    )[0]
+
+
+def eligible(algo: Any) -> str | None:
+    """None when a DQN / SAC trial can take the flat path, else why not (for the log
+    and the trial's result)."""
+    config = algo.config
+    if os.environ.get(SWITCH, "1") == "0":
+        return f"{SWITCH}=0"
+    reasons = {
+        "multi-agent": config.is_multi_agent,
+        "recurrent module": getattr(algo, "_module_is_stateful", True),
+        "n_step is not 1": isinstance(config.n_step, list | tuple) or config.n_step != 1,
+        "not RLlib's uniform EpisodeReplayBuffer": not _uniform_buffer(config),
+        "replay buffer stored in checkpoints": bool(config.get("store_buffer_in_checkpoints")),
+        "own connectors": config._learner_connector is not None
+        or config._env_to_module_connector is not None
+        or not config.add_default_connectors_to_learner_pipeline,
+        "steps counted by agent": config.count_steps_by != "env_steps",
+    }
+    found = [why for why, yes in reasons.items() if yes]
+    if found:
+        return ", ".join(found)
+    obs_space, action_space = _spaces(algo)
+    if not _obs_fits(obs_space):
+        return f"observations {obs_space} (flat Box of <= {MAX_OBS_SIZE} numbers only)"
+    if not _actions_fit(action_space):
+        return f"actions {action_space} (Box or Discrete only)"
+    return None
+
+
+def training_step(algo: Any, buffer: TransitionBuffer) -> None:
+    """RLlib 2.60's DQN/SAC training step (DQN._training_step_new_api_stack) on the flat
+    buffer: sample `store_weight` times and store; once enough env steps are sampled,
+    `train_weight` updates, each on a fresh uniform batch of `total_train_batch_size`;
+    then the env runners get the new weights."""
+    from ray.rllib.algorithms.dqn.dqn import TD_ERROR_KEY, calculate_rr_weights
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+    from ray.rllib.utils.metrics import (
+        ENV_RUNNER_RESULTS,
+        ENV_RUNNER_SAMPLING_TIMER,
+        LEARNER_RESULTS,
+        LEARNER_UPDATE_TIMER,
+        NUM_AGENT_STEPS_SAMPLED_LIFETIME,
+        NUM_ENV_STEPS_SAMPLED_LIFETIME,
+        REPLAY_BUFFER_ADD_DATA_TIMER,
+        REPLAY_BUFFER_RESULTS,
+        REPLAY_BUFFER_SAMPLE_TIMER,
+        SYNCH_WORKER_WEIGHTS_TIMER,
+        TIMERS,
+    )
+
+    config = algo.config
+    metrics = algo.metrics
+    store_weight, train_weight = calculate_rr_weights(config)
+    for _ in range(store_weight):
+        with metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            episodes, env_runner_results = synchronous_parallel_sample(
+                worker_set=algo.env_runner_group,
+                concat=True,
+                sample_timeout_s=config.sample_timeout_s,
+                _uses_new_env_runners=True,
+                _return_metrics=True,
+            )
+        metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
+        with metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
+            buffer.add(episodes)
+    metrics.log_value((REPLAY_BUFFER_RESULTS, "num_transitions"), len(buffer), window=1)
+    metrics.log_value(
+        (REPLAY_BUFFER_RESULTS, "num_transitions_added_lifetime"), buffer.added, window=1
+    )
+
+    sampled = metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+    if sampled < config.num_steps_sampled_before_learning_starts or len(buffer) == 0:
+        return
+    timesteps = {
+        NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled,
+        NUM_AGENT_STEPS_SAMPLED_LIFETIME: metrics.peek(
+            (ENV_RUNNER_RESULTS, NUM_AGENT_STEPS_SAMPLED_LIFETIME), default={}
+        ),
+    }
+    size = config.total_train_batch_size
+    results: list[dict[str, Any]] = []
+    for _ in range(train_weight):
+        with metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
+            batch = MultiAgentBatch(
+                {DEFAULT_MODULE_ID: SampleBatch(buffer.sample(size))}, env_steps=size
+            )
+        with metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+            results = algo.learner_group.update(batch=batch, timesteps=timesteps)
+            for result in results:  # per-sample TD errors: for PER only, never logged
+                for module_results in result.values():
+                    module_results.pop(TD_ERROR_KEY, None)
+            metrics.aggregate(results, key=LEARNER_RESULTS)
+
+    from ray.rllib.core import ALL_MODULES
+
+    with metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+        algo.env_runner_group.sync_weights(
+            from_worker_or_learner_group=algo.learner_group,
+            policies=set(results[0].keys()) - {ALL_MODULES} if results else None,
+            global_vars=None,
+            inference_only=True,
+        )
