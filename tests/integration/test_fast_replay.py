@@ -36,9 +36,13 @@ def _trial(algorithm: str, config: dict, seed: int = 0):
     return trainable_for(spec)(config={**trial_params(spec), "seed": seed})
 
 
+PRIORITIZED = {"type": "PrioritizedEpisodeReplayBuffer", "alpha": 0.6, "beta": 0.4}
+
+
+@pytest.mark.parametrize("buffer", [UNIFORM, PRIORITIZED], ids=["uniform", "prioritized"])
 @pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
-def test_a_uniform_buffer_trains_on_the_flat_path_at_rllibs_update_ratio(
-    ray_local, monkeypatch, algorithm
+def test_rllibs_buffers_train_on_the_flat_path_at_rllibs_update_ratio(
+    ray_local, monkeypatch, algorithm, buffer
 ):
     ratios = {}
     for switch in ("1", "0"):
@@ -46,7 +50,7 @@ def test_a_uniform_buffer_trains_on_the_flat_path_at_rllibs_update_ratio(
         algo = _trial(
             algorithm,
             {
-                "replay_buffer_config": UNIFORM,
+                "replay_buffer_config": buffer,
                 "training_intensity": 4,
                 "num_steps_sampled_before_learning_starts": 0,
                 "min_time_s_per_iteration": 0,  # iterations end by env steps, not time
@@ -54,6 +58,8 @@ def test_a_uniform_buffer_trains_on_the_flat_path_at_rllibs_update_ratio(
         )
         try:
             result = algo.train()
+            if switch == "1" and buffer is PRIORITIZED:  # the TD errors became priorities
+                assert len(set(algo._flat_replay._priority[: len(algo._flat_replay)])) > 1
         finally:
             algo.stop()
         replay = result["tuner"]["replay"]
@@ -70,7 +76,10 @@ def test_a_uniform_buffer_trains_on_the_flat_path_at_rllibs_update_ratio(
 @pytest.mark.parametrize(
     "config, why",
     [
-        ({}, "not RLlib's uniform EpisodeReplayBuffer"),  # DQN's default: prioritized
+        (
+            {"replay_buffer_config": {"type": "MultiAgentEpisodeReplayBuffer"}},
+            "not one of RLlib's episode replay buffers",
+        ),
         ({"replay_buffer_config": UNIFORM, "n_step": 3}, "n_step is not 1"),
         (
             {"replay_buffer_config": UNIFORM, "store_buffer_in_checkpoints": True},

@@ -116,3 +116,40 @@ def test_empty_and_bad_capacity_are_refused():
         TransitionBuffer(0)
     with pytest.raises(ValueError, match="empty"):
         TransitionBuffer(5).sample(1)
+
+
+def test_prioritized_draws_by_priority_to_the_alpha_and_weights_as_rllib():
+    buffer = TransitionBuffer(100, seed=2, alpha=1.0)
+    buffer.add([chunk(0, 2)])
+    assert buffer.sample(2, beta=0.4)["weights"].tolist() == [1.0, 1.0]  # both new: max priority
+    buffer._last_rows = np.array([0, 1])
+    buffer.update_priorities(np.array([-1.0, 3.0]))  # |TD error|
+    batch = buffer.sample(20_000, beta=0.5)
+    share = (batch["rewards"] == 1).mean()
+    assert share == pytest.approx(0.75, abs=0.02)  # 3 / (1 + 3)
+    # (N P)^-beta over (N min P)^-beta: 1 for the least likely, (0.5 / 1.5)^0.5 for the other
+    weights = dict(zip(batch["rewards"].tolist(), batch["weights"].tolist(), strict=False))
+    assert weights[0.0] == pytest.approx(1.0)
+    assert weights[1.0] == pytest.approx((0.5 / 1.5) ** 0.5, rel=1e-5)
+    # a new transition gets the largest priority seen (3): share 3 / (1 + 3 + 3)
+    buffer.add([chunk(2, 1)])
+    assert (buffer.sample(20_000)["rewards"] == 2).mean() == pytest.approx(3 / 7, abs=0.02)
+
+
+def test_priorities_follow_the_alpha_and_the_last_sample():
+    flat = TransitionBuffer(100, seed=3, alpha=0.0)  # alpha 0: uniform
+    flat.add([chunk(0, 4)])
+    flat.sample(4)
+    flat.update_priorities(np.array([100.0, 0.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="3 TD errors for a sample of 0"):
+        flat.update_priorities(np.zeros(3))  # the last sample's priorities were set
+    counts = np.bincount(flat.sample(8000)["rewards"].astype(int), minlength=4)
+    assert counts.min() > 1700
+
+
+def test_uniform_ignores_priorities():
+    buffer = TransitionBuffer(10)
+    buffer.add([chunk(0, 3)])
+    buffer.sample(3)
+    buffer.update_priorities(np.array([5.0, 0.0, 0.0]))
+    assert buffer.sample(3, beta=1.0)["weights"].tolist() == [1.0, 1.0, 1.0]

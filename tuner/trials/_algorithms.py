@@ -244,8 +244,7 @@ class _SweepTrialMixin:
         if isinstance(self, DQN):
             why = _fast_replay.eligible(self)
             if why is None:
-                capacity = int(self.config.replay_buffer_config.get("capacity", 1_000_000))
-                self._flat_replay = _fast_replay.TransitionBuffer(capacity, self.config.seed)
+                self._flat_replay = _fast_replay.buffer_for(self.config)
                 self._replay_path = "flat"
             else:
                 self._replay_path = f"rllib ({why})"

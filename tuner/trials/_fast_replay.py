@@ -29,21 +29,32 @@ import numpy as np
 
 SWITCH = "TUNER_FAST_REPLAY"
 MAX_OBS_SIZE = 4096  # numbers per observation: larger ones (images) keep RLlib's buffer
-BUFFER_NAMES = ("EpisodeReplayBuffer",)  # RLlib's uniform episode buffer by short name
 _INITIAL_ROWS = 4096
 
 
 class TransitionBuffer:
-    """Uniform replay of one-step transitions in numpy arrays, a ring of `capacity` rows
-    (the oldest transitions are overwritten first). Arrays grow by doubling up to
-    `capacity`, so memory follows what is stored."""
+    """Replay of one-step transitions in numpy arrays, a ring of `capacity` rows (the
+    oldest transitions are overwritten first). Arrays grow by doubling up to `capacity`,
+    so memory follows what is stored.
 
-    def __init__(self, capacity: int, seed: int | None = None) -> None:
+    Uniform, or with `alpha` prioritized as RLlib's `PrioritizedEpisodeReplayBuffer`
+    (Schaul et al. 2016): a transition is drawn with probability p^alpha / sum p^alpha,
+    a new one gets the largest priority seen so far, `update_priorities` sets the last
+    sample's priorities to its TD errors (at least 1e-12), and the importance weights are
+    (N P(i))^-beta over their largest possible value, (N min P)^-beta."""
+
+    def __init__(self, capacity: int, seed: int | None = None, alpha: float | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"replay capacity must be >= 1, got {capacity}")
+        if alpha is not None and alpha < 0:
+            raise ValueError(f"replay alpha must be >= 0, got {alpha}")
         self.capacity = int(capacity)
+        self.alpha = alpha
         self._rng = np.random.default_rng(seed)
         self._cols: dict[str, np.ndarray] = {}
+        self._priority = np.zeros(0)  # p^alpha per row (prioritized only)
+        self._max_priority = 1.0
+        self._last_rows = np.zeros(0, dtype=np.int64)
         self._next = 0  # the row the next transition is written to
         self._size = 0
         self.added = 0  # transitions added over the buffer's life
@@ -78,16 +89,42 @@ class TransitionBuffer:
             n += length
         return n
 
-    def sample(self, n: int) -> dict[str, np.ndarray]:
-        """`n` transitions drawn uniformly with replacement (RLlib's buffer draws the
-        same way), with RLlib's `n_step` (1) and `weights` (1.0) columns."""
+    def sample(self, n: int, beta: float = 0.0) -> dict[str, np.ndarray]:
+        """`n` transitions drawn with replacement (as RLlib's buffers draw), with RLlib's
+        `n_step` (1) and `weights` (1.0 when uniform, else the importance weights)
+        columns."""
         if self._size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
-        rows = self._rng.integers(self._size, size=n)
+        weights = np.ones(n, dtype=np.float32)
+        if self.alpha is None:
+            rows = self._rng.integers(self._size, size=n)
+        else:
+            priority = self._priority[: self._size]
+            cumulative = np.cumsum(priority)
+            total = cumulative[-1]
+            draws = self._rng.random(n) * total
+            rows = np.minimum(np.searchsorted(cumulative, draws, side="right"), self._size - 1)
+            if beta:
+                least = (priority.min() / total * self._size) ** -beta
+                weights = ((priority[rows] / total * self._size) ** -beta / least).astype(
+                    np.float32
+                )
+        self._last_rows = rows
         batch = {name: col[rows] for name, col in self._cols.items()}
         batch["n_step"] = np.ones(n, dtype=np.int64)
-        batch["weights"] = np.ones(n, dtype=np.float32)
+        batch["weights"] = weights
         return batch
+
+    def update_priorities(self, td_errors: np.ndarray) -> None:
+        """The last sample's rows get their TD errors as priorities (prioritized only)."""
+        if self.alpha is None:
+            return
+        td = np.maximum(np.abs(np.asarray(td_errors, dtype=np.float64).reshape(-1)), 1e-12)
+        if len(td) != len(self._last_rows):
+            raise ValueError(f"{len(td)} TD errors for a sample of {len(self._last_rows)}")
+        self._priority[self._last_rows] = td**self.alpha
+        self._max_priority = max(self._max_priority, float(td.max()))
+        self._last_rows = np.zeros(0, dtype=np.int64)
 
     def _write(self, cols: dict[str, np.ndarray]) -> None:
         n = len(cols["rewards"])
@@ -98,6 +135,8 @@ class TransitionBuffer:
         rows = (self._next + np.arange(n)) % self.capacity
         for name, value in cols.items():
             self._cols[name][rows] = value
+        if self.alpha is not None:
+            self._priority[rows] = self._max_priority**self.alpha
         self._next = (self._next + n) % self.capacity
         self._size = min(self._size + n, self.capacity)
         self.added += n
@@ -112,6 +151,10 @@ class TransitionBuffer:
             if have:
                 grown[:have] = self._cols[name]
             self._cols[name] = grown
+        if self.alpha is not None:
+            grown = np.zeros(size)
+            grown[:have] = self._priority[:have]
+            self._priority = grown
 
 
 def _obs_fits(space: Any) -> bool:
@@ -126,14 +169,29 @@ def _actions_fit(space: Any) -> bool:
     return isinstance(space, Box | Discrete)
 
 
-def _uniform_buffer(config: Any) -> bool:
+def _buffer_kind(config: Any) -> str | None:
+    """ "uniform" / "prioritized" for RLlib's own two episode buffers (by short name or
+    class), else None."""
     from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+    from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
+        PrioritizedEpisodeReplayBuffer,
+    )
 
-    buffer = config.replay_buffer_config or {}
-    kind = buffer.get("type")
+    kinds = {EpisodeReplayBuffer: "uniform", PrioritizedEpisodeReplayBuffer: "prioritized"}
+    kind = (config.replay_buffer_config or {}).get("type")
     if isinstance(kind, str):
-        return kind.rsplit(".", 1)[-1] in BUFFER_NAMES
-    return kind is EpisodeReplayBuffer
+        return next((v for k, v in kinds.items() if k.__name__ == kind.rsplit(".", 1)[-1]), None)
+    return kinds.get(kind)
+
+
+def buffer_for(config: Any) -> TransitionBuffer:
+    """The flat buffer for an eligible trial: its capacity, its kind (alpha for the
+    prioritized one, RLlib's default 1.0 where the config gives none) and its seed."""
+    buffer = config.replay_buffer_config or {}
+    alpha = None
+    if _buffer_kind(config) == "prioritized":
+        alpha = float(buffer.get("alpha", 1.0))
+    return TransitionBuffer(int(buffer.get("capacity", 10_000)), config.seed, alpha=alpha)
 
 
 def _spaces(algo: Any) -> tuple[Any, Any]:
@@ -159,7 +217,7 @@ def eligible(algo: Any) -> str | None:
         "multi-agent": config.is_multi_agent,
         "recurrent module": getattr(algo, "_module_is_stateful", True),
         "n_step is not 1": isinstance(config.n_step, list | tuple) or config.n_step != 1,
-        "not RLlib's uniform EpisodeReplayBuffer": not _uniform_buffer(config),
+        "not one of RLlib's episode replay buffers": _buffer_kind(config) is None,
         "replay buffer stored in checkpoints": bool(config.get("store_buffer_in_checkpoints")),
         "own connectors": config._learner_connector is not None
         or config._env_to_module_connector is not None
@@ -196,6 +254,7 @@ def training_step(algo: Any, buffer: TransitionBuffer) -> None:
         REPLAY_BUFFER_ADD_DATA_TIMER,
         REPLAY_BUFFER_RESULTS,
         REPLAY_BUFFER_SAMPLE_TIMER,
+        REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
         SYNCH_WORKER_WEIGHTS_TIMER,
         TIMERS,
     )
@@ -230,18 +289,27 @@ def training_step(algo: Any, buffer: TransitionBuffer) -> None:
         ),
     }
     size = config.total_train_batch_size
+    beta = float((config.replay_buffer_config or {}).get("beta") or 0.0)
     results: list[dict[str, Any]] = []
     for _ in range(train_weight):
         with metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
             batch = MultiAgentBatch(
-                {DEFAULT_MODULE_ID: SampleBatch(buffer.sample(size))}, env_steps=size
+                {DEFAULT_MODULE_ID: SampleBatch(buffer.sample(size, beta=beta))},
+                env_steps=size,
             )
         with metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             results = algo.learner_group.update(batch=batch, timesteps=timesteps)
-            for result in results:  # per-sample TD errors: for PER only, never logged
-                for module_results in result.values():
-                    module_results.pop(TD_ERROR_KEY, None)
+            # per-sample TD errors: new priorities, never logged (as RLlib's own step)
+            td_errors = [
+                _flat(stats.peek())
+                for result in results
+                for module_results in result.values()
+                if (stats := module_results.pop(TD_ERROR_KEY, None)) is not None
+            ]
             metrics.aggregate(results, key=LEARNER_RESULTS)
+        if buffer.alpha is not None and td_errors:
+            with metrics.log_time((TIMERS, REPLAY_BUFFER_UPDATE_PRIOS_TIMER)):
+                buffer.update_priorities(np.concatenate(td_errors))
 
     from ray.rllib.core import ALL_MODULES
 
@@ -252,3 +320,14 @@ def training_step(algo: Any, buffer: TransitionBuffer) -> None:
             global_vars=None,
             inference_only=True,
         )
+
+
+def _flat(value: Any) -> np.ndarray:
+    """TD errors as one array: a tensor, or the list of them RLlib's "item_series"
+    metric holds (one per Learner shard)."""
+    from ray.rllib.utils.numpy import convert_to_numpy
+
+    value = convert_to_numpy(value)
+    if isinstance(value, list | tuple):
+        return np.concatenate([np.reshape(v, -1) for v in value]) if value else np.zeros(0)
+    return np.reshape(value, -1)
