@@ -135,3 +135,29 @@ def test_flat_batches_hold_what_rllibs_connector_builds_from_its_buffer(ray_loca
                 err_msg=column,
             )
         assert ours["actions"][j].shape == theirs["actions"][i].shape
+
+
+def test_a_sweep_says_which_replay_path_ran_in_mlflow(ray_local, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from tests.conftest import tiny_spec
+    from tuner.trials import TrackingConfig, run_sweep
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    spec = tiny_spec(
+        name="flat-sweep",
+        algorithm="DQN",
+        config={
+            "train_batch_size_per_learner": 16,
+            "num_steps_sampled_before_learning_starts": 32,
+            "min_sample_timesteps_per_iteration": 64,
+            "n_step": 1,  # fixed: it leaves the default space
+        },
+    )
+    tracking = TrackingConfig(tracking_uri=uri, artifact_location=(tmp_path / "a").as_uri())
+    summary = run_sweep(spec, storage_path=tmp_path / "tune", progress=False, tracking=tracking)
+    assert summary.trials[0].status == "TERMINATED"
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([summary.mlflow.experiment_id])
+    child = next(r for r in runs if "mlflow.parentRunId" in r.data.tags)
+    assert child.data.tags["tuner.replay"] == "flat"  # DQN's default prioritized buffer

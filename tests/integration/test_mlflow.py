@@ -84,6 +84,7 @@ def test_child_params_and_metric_history(tracked_sweep):
         assert "learners/default_policy/total_loss" in run.data.metrics
         assert run.info.status == "FINISHED"
         assert run.data.tags["tuner.device"] == "cpu" and run.data.tags["tuner.node_id"]
+        assert "tuner.replay" not in run.data.tags  # PPO replays nothing
         ckpts = [a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")]
         assert len(ckpts) == 1  # num_to_keep: 1
 

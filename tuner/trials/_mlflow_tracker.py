@@ -293,6 +293,7 @@ class MLflowTracker(Callback):
                 names.TAG_NODE_IP: result.get("node_ip"),
                 names.TAG_NODE_ID: info_.get("node_id"),
                 names.TAG_DEVICE: info_.get("device"),
+                names.TAG_REPLAY: info_.get("replay"),
             }
             runs.log(run_id, tags={k: str(v) for k, v in tags.items() if v})
             self.tagged_nodes.add(trial.trial_id)
