@@ -80,7 +80,6 @@ def test_rllibs_buffers_train_on_the_flat_path_at_rllibs_update_ratio(
             {"replay_buffer_config": {"type": "MultiAgentEpisodeReplayBuffer"}},
             "not one of RLlib's episode replay buffers",
         ),
-        ({"replay_buffer_config": UNIFORM, "n_step": 3}, "n_step is not 1"),
         (
             {"replay_buffer_config": UNIFORM, "store_buffer_in_checkpoints": True},
             "replay buffer stored in checkpoints",
@@ -96,25 +95,46 @@ def test_anything_else_keeps_rllibs_path_and_says_why(ray_local, config, why):
         algo.stop()
 
 
-@pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
-def test_flat_batches_hold_what_rllibs_connector_builds_from_its_buffer(ray_local, algorithm):
-    """Episodes sampled by the trial's own env runner go into both buffers; every row RLlib's
-    buffer + learner connector make is a row of the flat batch, column by column."""
+@pytest.mark.parametrize(
+    "algorithm, kind, n_step",
+    [
+        ("DQN", "uniform", 1),
+        ("DQN", "uniform", 3),
+        ("DQN", "prioritized", 3),
+        ("SAC", "uniform", 1),
+    ],
+)
+def test_flat_batches_hold_what_rllibs_connector_builds_from_its_buffer(
+    ray_local, algorithm, kind, n_step
+):
+    """Episodes sampled by the trial's own env runner in two rounds (an episode goes on
+    from one to the next) go into both buffers; every row RLlib's buffer + learner
+    connector make is a row of the flat batch, column by column: n-step rewards,
+    next observation, terminal flags and the n_step column included."""
     from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+    from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
+        PrioritizedEpisodeReplayBuffer,
+    )
 
+    gamma = 0.9
     algo = _trial(algorithm, {"replay_buffer_config": UNIFORM})
     try:
         assert algo._flat_replay is not None
-        episodes = algo.env_runner.sample(num_timesteps=200, random_actions=True)
-        flat = type(algo._flat_replay)(1000, seed=0)
-        flat.add(episodes)
-        rllib = EpisodeReplayBuffer(capacity=1000)
-        rllib.add(episodes)
+        flat = type(algo._flat_replay)(1000, seed=0, alpha=0.6 if kind == "prioritized" else None)
+        rllib = (
+            PrioritizedEpisodeReplayBuffer(capacity=1000, alpha=0.6)
+            if kind == "prioritized"
+            else EpisodeReplayBuffer(capacity=1000)
+        )
+        for _ in range(2):
+            episodes = algo.env_runner.sample(num_timesteps=100, random_actions=True)
+            flat.add(episodes)
+            rllib.add(episodes)
         sampled = rllib.sample(
-            num_items=64, n_step=1, gamma=algo.config.gamma, sample_episodes=True
+            num_items=64, n_step=n_step, gamma=gamma, beta=0.4, sample_episodes=True
         )
         learner = algo.learner_group._learner
-        ours = flat.sample(5000)
+        ours = flat.sample(8000, beta=0.4, n_step=n_step, gamma=gamma)
         theirs = learner._learner_connector(
             rl_module=learner.module, batch={}, episodes=sampled, shared_data={}
         )["default_policy"]
@@ -125,13 +145,13 @@ def test_flat_batches_hold_what_rllibs_connector_builds_from_its_buffer(ray_loca
     assert set(theirs) - set(ours) <= {"infos", "loss_mask", "action_logp", "action_dist_inputs"}
     for i in range(len(theirs["obs"])):
         rows = np.flatnonzero((ours["obs"] == theirs["obs"][i]).all(axis=1))
-        assert rows.size, f"row {i} of RLlib's batch is not in the flat buffer"
+        assert rows.size, f"row {i} of RLlib's batch is not in the flat batch"
         j = rows[0]
         for column in ("new_obs", "actions", "rewards", "terminateds", "truncateds", "n_step"):
             np.testing.assert_allclose(
                 np.asarray(ours[column][j], float),
                 np.asarray(theirs[column][i], float),
-                rtol=1e-6,
+                rtol=1e-5,
                 err_msg=column,
             )
         assert ours["actions"][j].shape == theirs["actions"][i].shape
@@ -151,7 +171,6 @@ def test_a_sweep_says_which_replay_path_ran_in_mlflow(ray_local, tmp_path):
             "train_batch_size_per_learner": 16,
             "num_steps_sampled_before_learning_starts": 32,
             "min_sample_timesteps_per_iteration": 64,
-            "n_step": 1,  # fixed: it leaves the default space
         },
     )
     tracking = TrackingConfig(tracking_uri=uri, artifact_location=(tmp_path / "a").as_uri())
@@ -160,4 +179,5 @@ def test_a_sweep_says_which_replay_path_ran_in_mlflow(ray_local, tmp_path):
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([summary.mlflow.experiment_id])
     child = next(r for r in runs if "mlflow.parentRunId" in r.data.tags)
-    assert child.data.tags["tuner.replay"] == "flat"  # DQN's default prioritized buffer
+    # DQN's default prioritized buffer, n_step 1 or 3 from the default space
+    assert child.data.tags["tuner.replay"] == "flat"

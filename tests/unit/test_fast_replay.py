@@ -13,10 +13,18 @@ from tuner.trials._fast_replay import TransitionBuffer
 OBS = Box(-1e6, 1e6, (2,), np.float32)
 
 
-def chunk(start: int, length: int, *, terminated: bool = False, truncated: bool = False):
+def chunk(
+    start: int,
+    length: int,
+    *,
+    terminated: bool = False,
+    truncated: bool = False,
+    id_: str | None = None,
+):
     """An episode chunk whose observation at step t is [t, -t], action t % 2, reward t."""
     steps = range(start, start + length)
     return SingleAgentEpisode(
+        id_=id_,
         observations=[np.array([t, -t], np.float32) for t in range(start, start + length + 1)],
         actions=[t % 2 for t in steps],
         rewards=[float(t) for t in steps],
@@ -153,3 +161,58 @@ def test_uniform_ignores_priorities():
     buffer.sample(3)
     buffer.update_priorities(np.array([5.0, 0.0, 0.0]))
     assert buffer.sample(3, beta=1.0)["weights"].tolist() == [1.0, 1.0, 1.0]
+
+
+def by_start(batch: dict) -> dict[float, dict]:
+    """Each sampled start observation's row (rows with one start are identical)."""
+    return {
+        float(obs[0]): {k: v[i] for k, v in batch.items()} for i, obs in enumerate(batch["obs"])
+    }
+
+
+def test_n_step_sums_discounted_rewards_across_an_episodes_chunks():
+    buffer = TransitionBuffer(100, seed=4)
+    buffer.add([chunk(0, 3, id_="a"), chunk(50, 2, id_="b")])  # another episode in between
+    buffer.add([chunk(3, 2, terminated=True, id_="a")])  # "a" goes on and ends
+    rows = by_start(buffer.sample(3000, n_step=3, gamma=0.5))
+    assert rows[0.0]["rewards"] == pytest.approx(0 + 0.5 * 1 + 0.25 * 2)
+    assert rows[0.0]["new_obs"][0] == 3 and not rows[0.0]["terminateds"]
+    # across the chunk boundary, ending on the terminal step
+    assert rows[2.0]["rewards"] == pytest.approx(2 + 0.5 * 3 + 0.25 * 4)
+    assert rows[2.0]["new_obs"][0] == 5 and rows[2.0]["terminateds"]
+    # two steps left: the uniform buffer shortens the sum (RLlib's slice), n_step stays 3
+    # and, as RLlib's slice does, the shortened sample is not flagged terminated
+    assert rows[3.0]["rewards"] == pytest.approx(3 + 0.5 * 4)
+    assert rows[3.0]["new_obs"][0] == 5 and rows[3.0]["n_step"] == 3
+    assert not rows[3.0]["terminateds"] and not rows[3.0]["truncateds"]
+    # the other episode's rows never enter "a"'s sums: "b" has not gone on yet
+    assert rows[50.0]["rewards"] == pytest.approx(50 + 0.5 * 51)
+    assert rows[50.0]["new_obs"][0] == 52 and not rows[50.0]["terminateds"]
+
+
+def test_prioritized_n_step_draws_again_where_fewer_than_n_steps_follow():
+    buffer = TransitionBuffer(100, seed=5, alpha=0.6)
+    buffer.add([chunk(0, 6, terminated=True, id_="a")])
+    batch = buffer.sample(2000, beta=0.4, n_step=3, gamma=0.9)
+    assert set(batch["obs"][:, 0].tolist()) == {0.0, 1.0, 2.0, 3.0}  # 4, 5: too near the end
+    assert batch["terminateds"][batch["obs"][:, 0] == 3].all()
+
+
+def test_an_n_step_range_draws_n_per_sample():
+    buffer = TransitionBuffer(100, seed=6)
+    buffer.add([chunk(0, 20, id_="a")])
+    batch = buffer.sample(3000, n_step=(1, 4), gamma=1.0)
+    assert set(batch["n_step"].tolist()) == {1, 2, 3}  # [lo, hi), as RLlib draws it
+    starts = batch["obs"][:, 0]
+    full = starts + batch["n_step"] <= 20
+    np.testing.assert_array_equal(batch["new_obs"][full, 0], (starts + batch["n_step"])[full])
+
+
+def test_a_link_to_an_overwritten_transition_ends_the_sum():
+    buffer = TransitionBuffer(4, seed=7)
+    buffer.add([chunk(0, 2, id_="a")])
+    buffer.add([chunk(100, 3, id_="b")])  # overwrites "a"'s first step
+    buffer.add([chunk(2, 1, id_="a")])  # "a" goes on: its row 1 (obs 1) is overwritten now
+    rows = by_start(buffer.sample(2000, n_step=2, gamma=1.0))
+    assert set(rows) == {100.0, 101.0, 102.0, 2.0}
+    assert rows[102.0]["rewards"] == 102 and rows[102.0]["new_obs"][0] == 103
