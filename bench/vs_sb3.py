@@ -472,6 +472,7 @@ def run_ours(algo: str, seed: int, steps: int, tmp: Path) -> dict[str, Any]:
     returns = [get(r, "env_runners/episode_return_mean") for r in results]
     returns = [x for x in returns if x is not None and not math.isnan(x)]
     return {
+        "replay": (last.get("tuner") or {}).get("replay") or "-",
         "trial_s": float(last["time_total_s"]),
         "wall_s": wall,
         "env_steps": sampled,
@@ -580,6 +581,8 @@ def report(algo: str, steps: int, sb3: list[dict[str, Any]], ours: list[dict[str
             f"SB3 {s_post:.2f}, ours {o_post:.2f}"
         )
     print(f"our iterations per run: {mean([o['iterations'] for o in ours]):.0f}")
+    paths = sorted({o["replay"] for o in ours})
+    print(f"our replay path (tuner/trials/_fast_replay.py): {', '.join(paths)}")
     print(
         f"RATIO vs_sb3.{algo}.throughput={our_tp / sb3_tp:.2f} "
         "(ours/SB3 env steps/s, trial time vs learn(); higher is better)"
