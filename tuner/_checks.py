@@ -117,6 +117,8 @@ def _answer(raw: bytes, yaml_body: bool, work: Callable[[Any], dict[str, Any]]) 
 
 def warm_up() -> bool:
     """Imports RLlib in the worker ahead of the first request."""
-    import tuner.trials  # noqa: F401
+    import tuner.trials._plan
+    import tuner.trials._resources
+    import tuner.trials._validate  # noqa: F401
 
     return True

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import importlib
 import json
 import os
 import sys
@@ -224,8 +223,10 @@ def run(
 
 def _import_and_open(tracking_uri: str) -> None:
     """`tuner run`'s thread beside the Ray start: RLlib and torch, then MLflow's store."""
-    importlib.import_module("tuner.trials")
+    from tuner.trials import import_driver
     from tuner.trials._mlflow_writer import open_store
+
+    import_driver()
 
     open_store(tracking_uri)
 

@@ -3,7 +3,11 @@ is given (`tuner run` starts it while RLlib is imported on a thread)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -29,4 +33,60 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         )
     else:
         # "local": a new Ray of our own, even if another (say, a tuner serve head) runs here
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            _system_config={"prestart_worker_first_driver": False},
+        )
+        atexit.register(stop_local_ray)  # runs before Ray's own exit hook (registered earlier)
+
+
+def stop_local_ray() -> None:
+    """Stops the local Ray `ensure_ray` started, its autoscaler monitor first.
+
+    `ray.shutdown()` stops the GCS before the monitor, whose SIGTERM handler then
+    tries to report to the stopped GCS until Ray kills it a second later: a second
+    of every `tuner run`. The monitor of a single local node has nothing to save, so
+    it is killed outright first: this process's own child, found in /proc (on
+    systems without /proc, Ray's shutdown stops it as before).
+    """
+    import ray
+
+    if not ray.is_initialized():
+        return
+    for pid in _own_children(_is_autoscaler_monitor):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # already gone
+            pass
+    ray.shutdown()
+
+
+def _is_autoscaler_monitor(argv: list[str]) -> bool:
+    """Ray's autoscaler monitor (not its log monitor): .../autoscaler/.../monitor.py."""
+    return any(
+        Path(arg).name == "monitor.py" and "autoscaler" in Path(arg).parts for arg in argv[1:3]
+    )
+
+
+def _own_children(wanted: Callable[[list[str]], bool]) -> list[int]:
+    """Pids of this process's direct children whose argv `wanted` accepts (Linux)."""
+    me, found = os.getpid(), []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid != me:
+                continue
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours to read
+            continue
+        if wanted(argv):
+            found.append(int(entry.name))
+    return found
