@@ -125,9 +125,10 @@ class Settings(BaseSettings):
     view_cache_s: float = Field(
         0.5,
         ge=0,
-        description="How long a polled sweep / trials / metrics view is served from memory; "
-        "then the next poll renders it again, and polls arriving meanwhile get the kept "
-        "view at once if it is under 5 times this old.",
+        description="How long a polled sweep / trials / metrics view is served from memory. "
+        "A view polled in the last 5 s is rendered again in the background every half of "
+        "this, so polls do not wait for renders; another is rendered by the next poll, and "
+        "polls arriving meanwhile get the kept view at once if it is under 5 times this old.",
     )
     embedded_nice: int = Field(
         10,

@@ -107,3 +107,49 @@ def test_the_supervisor_follows_a_job_whose_submit_answer_was_lost(tmp_path):
         assert len(posts) == 1
     finally:
         store.close()
+
+
+def test_jobs_and_nodes_requests_load_the_ca_bundle_once(monkeypatch):
+    """The supervisor asks for job status every poll interval from the API's process; an
+    httpx client made with default TLS settings loads the CA bundle again each time (~45
+    ms of CPU here, enough to stall every API request behind it)."""
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tuner.launcher._cluster import ClusterNodes
+    from tuner.launcher._jobs import tls_context
+
+    class Dashboard(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            nodes = {"data": {"result": {"result": []}}}
+            body = json.dumps([] if self.path.startswith("/api/jobs") else nodes).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    loads: list[str] = []
+    real = ssl.create_default_context
+
+    def counting(*args, **kwargs):
+        loads.append("ca")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    tls_context.cache_clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Dashboard)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"http://127.0.0.1:{server.server_address[1]}"
+        jobs = RayJobs(address, timeout_s=5)
+        assert [jobs.list() for _ in range(5)] == [[]] * 5
+        assert ClusterNodes(address, timeout_s=5).read() == []
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert loads == ["ca"]

@@ -189,3 +189,126 @@ def test_a_render_left_in_another_event_loop_is_not_awaited_here():
     asyncio.run(leave_after_starting())
     render.gate.set()
     assert asyncio.run(poll()) in (2, 3)  # rendered again here, no error
+
+
+async def settle(cache: ViewCache) -> None:
+    """Until the renders under way have ended."""
+    for _ in range(200):
+        if not cache._flights:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("a render never ended")
+
+
+def test_a_polled_view_is_refreshed_in_the_background_and_the_poll_does_not_wait():
+    async def main():
+        clock = Clock()
+        cache, render = ViewCache(1, clock), Renderer()
+        first = body(await cache.get("e1/view", render))
+        clock.now += 0.4
+        cache.refresh_due()  # younger than half the ttl: nothing to do
+        calls_young = render.calls
+        clock.now += 0.2
+        cache.refresh_due()  # half the ttl old: rendered again, no poll asking
+        await settle(cache)
+        calls_refreshed = render.calls
+        clock.now += 0.7  # 1.3 s after the first render, 0.7 s after the refresh
+        render.gate.clear()  # a render now would block: the poll must not need one
+        began = time.monotonic()
+        polled = body(await cache.get("e1/view", render))
+        waited = time.monotonic() - began
+        render.gate.set()
+        return first, calls_young, calls_refreshed, polled, waited, render.calls
+
+    first, calls_young, calls_refreshed, polled, waited, calls = asyncio.run(main())
+    assert (first, calls_young, calls_refreshed) == (1, 1, 2)
+    assert polled == 2 and calls == 2 and waited < 0.5  # served the refreshed body at once
+
+
+def test_a_view_not_polled_lately_is_not_refreshed():
+    async def main():
+        clock = Clock()
+        cache, render = ViewCache(1, clock), Renderer()
+        await cache.get("e1/view", render)
+        clock.now += ViewCache.HOT_S + 0.1
+        cache.refresh_due()
+        await settle(cache)
+        clock.now += 1
+        cache.refresh_due()
+        await settle(cache)
+        return render.calls, cache._hot
+
+    calls, hot = asyncio.run(main())
+    assert calls == 1 and hot == {}
+
+
+def test_a_failed_refresh_stops_refreshing_until_the_next_poll_which_gets_the_error():
+    class Gone(Exception):
+        pass
+
+    state = {"gone": False}
+
+    def render() -> View:
+        if state["gone"]:
+            raise Gone
+        return View(n=1)
+
+    async def main():
+        clock = Clock()
+        cache = ViewCache(1, clock)
+        await cache.get("e1/view", render)
+        state["gone"] = True  # the sweep deleted by another process
+        clock.now += 0.6
+        cache.refresh_due()
+        await settle(cache)
+        hot_after_error = dict(cache._hot)
+        clock.now += 1  # the body kept is past its ttl: the next poll renders, and fails
+        with pytest.raises(Gone):
+            await cache.get("e1/view", render)
+        return hot_after_error
+
+    assert asyncio.run(main()) == {}
+
+
+def test_the_refresher_runs_until_cancelled_and_not_at_all_without_a_cache():
+    async def main():
+        cache, render = ViewCache(0.08), Renderer()
+        await cache.get("e1/view", render)
+        task = asyncio.ensure_future(cache.refresh_forever())
+        await asyncio.sleep(0.5)  # about six refreshes at 0.04 s old each
+        task.cancel()
+        await settle(cache)  # a render the refresher began before it was cancelled
+        refreshed = render.calls
+        await asyncio.sleep(0.2)
+        # ttl 0 keeps nothing: the refresher returns at once
+        await asyncio.wait_for(ViewCache(0).refresh_forever(), timeout=1)
+        return refreshed, render.calls
+
+    refreshed, after_cancel = asyncio.run(main())
+    assert refreshed >= 3 and after_cancel == refreshed
+
+
+def test_a_cached_poll_takes_no_thread_hop(service_app, monkeypatch):
+    """The routes' dependencies do not block, so they run on the event loop: a poll
+    answered from the cache wakes no worker thread (each hop cost ~0.5 ms of CPU and
+    a wait for a thread under 50 pollers)."""
+    import fastapi.dependencies.utils as dependency_utils
+    from fastapi.testclient import TestClient
+
+    app = service_app(api_token="t")
+    exp = app.state.store.create_experiment(name="hops", spec={}, warnings=[])
+    client = TestClient(app, base_url="http://127.0.0.1")
+    url, headers = f"/api/v1/experiments/{exp.id}/trials", {"Authorization": "Bearer t"}
+    assert client.get(url, headers=headers).json() == {"items": []}  # rendered and kept
+    hops: list[str] = []
+    real = dependency_utils.run_in_threadpool
+
+    async def counting(func, *args, **kwargs):
+        hops.append(getattr(func, "__name__", repr(func)))
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(dependency_utils, "run_in_threadpool", counting)
+    again = client.get(url, headers=headers)
+    assert again.status_code == 200 and again.json() == {"items": []}
+    assert hops == []
+    assert client.get(url).status_code == 401  # the token check still runs

@@ -238,12 +238,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.wake = lambda: loop.call_soon_threadsafe(app.state.wake_event.set)
     app.state.supervisor = Supervisor(app.state.store, launcher, settings)
     task = asyncio.create_task(_supervise(app))
+    refresher = asyncio.create_task(app.state.view_cache.refresh_forever())
     try:
         yield
     finally:
         if ui is not None:
             await asyncio.to_thread(stop_process_group, ui)
         task.cancel()
+        refresher.cancel()
         app.state.validator.close()
         if launcher.started_head:
             await asyncio.to_thread(launcher.stop_head)

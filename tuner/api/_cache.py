@@ -21,9 +21,15 @@ class ViewCache:
     never gets a view older than `ttl_s`; the polls that arrive while that render runs
     get the body kept at once, if it is under `5 * ttl_s` old, instead of waiting too.
     One render per view at a time. The API's own writes (stop, resume, delete) drop a
-    sweep's views and its renders under way: the next poll renders anew."""
+    sweep's views and its renders under way: the next poll renders anew.
+
+    With `refresh_forever` running (the app's lifespan starts it), a view polled in the
+    last `HOT_S` seconds is rendered again every half `ttl_s`, so that a poll finds it
+    fresh and never waits for a render: what it costs is the same renders as before,
+    off the request path, and a few more for a lone poller (the page's 2 s rate)."""
 
     STALE_FACTOR = 4
+    HOT_S = 5.0  # a view polled this recently is kept fresh: above the page's 2 s rate
 
     def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl_s = ttl_s
@@ -31,11 +37,14 @@ class ViewCache:
         self._items: dict[str, tuple[float, bytes]] = {}  # key -> (render began, body)
         self._flights: dict[str, asyncio.Future[bytes]] = {}
         self._epochs: dict[str, int] = {}  # experiment id -> writes seen (invalidate)
+        self._hot: dict[str, tuple[float, Callable[[], BaseModel]]] = {}  # key -> (polled, render)
 
     async def get(self, key: str, render: Callable[[], BaseModel]) -> Response:
         """The cached body for `key`; render() (in a worker thread) when it is stale."""
+        now = self._clock()
+        self._hot[key] = (now, render)
         hit = self._items.get(key)
-        age = self._clock() - hit[0] if hit is not None else math.inf
+        age = now - hit[0] if hit is not None else math.inf
         if hit is not None and age < self.ttl_s:
             return _json(hit[1])
         flight = self._flights.get(key)
@@ -63,6 +72,34 @@ class ViewCache:
                 self._items = {k: v for k, v in self._items.items() if v[0] > horizon}
             self._items[key] = (began, body)
         return body
+
+    async def refresh_forever(self) -> None:
+        """Renders every view polled in the last `HOT_S` s again once it is half `ttl_s`
+        old, until cancelled. Run it as a task of the event loop the polls use. With
+        `ttl_s` 0 nothing is kept, so nothing is refreshed."""
+        while self.ttl_s > 0:
+            await asyncio.sleep(self.ttl_s / 4)
+            self.refresh_due()
+
+    def refresh_due(self) -> None:
+        """Starts a render of each hot view that is half `ttl_s` old (none for a view a
+        render is under way for); forgets views not polled in `HOT_S` seconds."""
+        now = self._clock()
+        for key, (polled, render) in list(self._hot.items()):
+            if now - polled > self.HOT_S:
+                del self._hot[key]
+                continue
+            hit = self._items.get(key)
+            if key in self._flights or (hit is not None and now - hit[0] < self.ttl_s / 2):
+                continue
+            flight = self._flights[key] = asyncio.ensure_future(self._render(key, render))
+            flight.add_done_callback(lambda f, key=key: self._cool_on_error(key, f))
+
+    def _cool_on_error(self, key: str, flight: asyncio.Future[bytes]) -> None:
+        """A refresh that failed (the sweep deleted, the store down): the view is no
+        longer refreshed until it is polled again, and that poll gets the error."""
+        if not flight.cancelled() and flight.exception() is not None:
+            self._hot.pop(key, None)
 
     def invalidate(self, experiment_id: str) -> None:
         """Forgets every cached view of one sweep, and the renders under way (they run

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from tuner.launcher._jobs import auth_headers
+from tuner.launcher._jobs import auth_headers, tls_context
 
 log = logging.getLogger("tuner.launcher")
 
@@ -30,6 +30,7 @@ class ClusterNodes:
             params={"limit": 10000},
             headers=auth_headers(),
             timeout=self.timeout_s,
+            verify=tls_context(),
         )
         response.raise_for_status()
         rows = response.json()["data"]["result"]["result"]
