@@ -13,10 +13,12 @@ import shutil
 import socket
 import time
 
+import httpx
 import pytest
 
 from tuner.launcher import _head
 from tuner.launcher._head import EmbeddedHead, dashboard_up
+from tuner.launcher._jobs import auth_headers
 from tuner.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -70,4 +72,31 @@ def test_a_head_that_keeps_exiting_is_an_error_with_its_log(tmp_path, monkeypatc
     finally:
         head.stop()
         taken.close()
+        shutil.rmtree(head.temp_dir, ignore_errors=True)
+
+
+def test_a_fresh_machine_without_a_ray_token_gets_one(tmp_path, monkeypatch):
+    """`ray start` refuses to start with token auth on and no token (a fresh machine:
+    `make run` there failed); the head makes one, keeps it out of its log, and the Jobs
+    API answers with it and refuses without it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    settings = Settings(data_dir=tmp_path / "data")
+    settings.data_path.mkdir(parents=True)
+    head = EmbeddedHead(settings)
+    try:
+        url = head.start(num_cpus=1, deadline=time.monotonic() + 120)
+        token_file = home / ".ray" / "auth_token"
+        token = token_file.read_text().strip()
+        assert len(token) >= 16
+        assert token_file.stat().st_mode & 0o077 == 0  # its owner's only
+        assert token not in (settings.data_path / "ray-head.log").read_text(errors="replace")
+        assert httpx.get(f"{url}/api/jobs/", headers=auth_headers(), timeout=10).status_code == 200
+        assert httpx.get(f"{url}/api/jobs/", timeout=10).status_code in (401, 403)
+    finally:
+        head.stop()
         shutil.rmtree(head.temp_dir, ignore_errors=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from tuner.launcher._jobs import auth_token, token_auth_on
 from tuner.settings import Settings
 
 log = logging.getLogger("tuner.launcher")
@@ -48,6 +49,29 @@ def dashboard_up(url: str) -> bool:
         return httpx.get(f"{url}/api/version", timeout=2).status_code < 500
     except httpx.HTTPError:
         return False
+
+
+def ensure_auth_token() -> None:
+    """With token authentication on, a token for the head: `ray start` refuses to start
+    without one (it never makes one, unlike `ray.init()`), which is the case on a fresh
+    machine. Ray's own public command makes it (~/.ray/auth_token, readable by its owner
+    only); it prints the token, which is kept out of every log."""
+    if not token_auth_on() or auth_token():
+        return
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    done = subprocess.run(
+        [ray_cli, "get-auth-token", "--generate"], capture_output=True, text=True, timeout=60
+    )
+    made = Path.home() / ".ray" / "auth_token"
+    if made.exists():
+        made.chmod(0o600)
+    if done.returncode != 0 or not auth_token():
+        raise RuntimeError(
+            "token authentication is on (RAY_AUTH_MODE=token) and no Ray token was found; "
+            f"`ray get-auth-token --generate` failed with code {done.returncode}: "
+            f"{done.stderr.strip()[-500:]}"
+        )
+    log.info("made a Ray authentication token for the embedded head (~/.ray/auth_token)")
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -110,6 +134,7 @@ class EmbeddedHead:
         that exits for another reason is an error at once.
         """
         logpath = self.settings.data_path / "ray-head.log"
+        ensure_auth_token()
         attempt = 0
         while True:
             attempt += 1

@@ -35,18 +35,27 @@ class JobNotFound(JobsError):
     """The job server does not know this job (HTTP 404)."""
 
 
-def auth_headers() -> dict[str, str]:
-    """Ray's token header when token authentication is on (RAY_AUTH_MODE=token): the
-    token from RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token."""
-    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
-        return {}
+def token_auth_on() -> bool:
+    """Whether Ray's token authentication is on for this process (RAY_AUTH_MODE=token)."""
+    return os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+
+
+def auth_token() -> str:
+    """Ray's token as Ray finds it: RAY_AUTH_TOKEN, the file RAY_AUTH_TOKEN_PATH, or
+    ~/.ray/auth_token ("" when there is none)."""
     token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
-    if not token:
-        path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
-        try:
-            token = path.expanduser().read_text().strip()
-        except OSError:
-            return {}
+    if token:
+        return token
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    try:
+        return path.expanduser().read_text().strip()
+    except OSError:
+        return ""
+
+
+def auth_headers() -> dict[str, str]:
+    """Ray's token header when token authentication is on."""
+    token = auth_token() if token_auth_on() else ""
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
