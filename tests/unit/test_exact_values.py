@@ -39,7 +39,9 @@ def test_every_default_space_value_arrives_and_is_reported(algorithm):
     env = "Pendulum-v1" if "discrete" not in registry.get(algorithm).actions else "CartPole-v1"
     spec = parse_spec({"name": "exact", "algorithm": algorithm, "env": env})
     space = resolve_space(spec)
-    assert set(space) == set(registry.get(algorithm).default_space)
+    entry = registry.get(algorithm)
+    assert set(space) == set(entry.default_space)
+    assert not set(space) & set(entry.preset_config)  # a preset's own value always wins
     params = param_space(spec, space)
     for seed in range(3):
         trial_config = draw(params, random.Random(seed))
@@ -52,6 +54,17 @@ def test_every_default_space_value_arrives_and_is_reported(algorithm):
             assert used_by_rllib(built, key) == value, (algorithm, key)
         # and read back from the config RLlib reports in its results (to_dict())
         assert sampled_values(built.to_dict(), list(space)) == reported
+
+
+def test_a_key_a_preset_fixes_leaves_the_default_space():
+    base = set(registry.get("DQN").default_space)
+    assert {"n_step", "target_network_update_freq"} <= base
+    spec = parse_spec({"name": "rainbow", "algorithm": "Rainbow_DQN", "env": "CartPole-v1"})
+    space = resolve_space(spec)
+    assert set(space) == base - {"n_step", "target_network_update_freq"}
+    for seed in range(5):  # every trial runs Rainbow's own n-step and target period
+        trial_config = draw(param_space(spec, space), random.Random(seed))
+        assert trial_config["n_step"] == 3 and trial_config["target_network_update_freq"] == 500
 
 
 def test_a_key_fixed_under_config_leaves_the_default_space():

@@ -199,7 +199,11 @@ def test_algorithms_route_serves_the_registry(client):
     assert [a["name"] for a in body] == list(registry.names())
     rainbow = next(a for a in body if a["name"] == "Rainbow_DQN")
     assert rainbow["base_algorithm"] == "DQN" and rainbow["preset_config"]["n_step"] == 3
-    assert rainbow["default_space"] == registry.get("DQN").default_space
+    dqn_space = registry.get("DQN").default_space
+    assert rainbow["default_space"] == {
+        k: v for k, v in dqn_space.items() if k not in rainbow["preset_config"]
+    }
+    assert "n_step" in dqn_space and "n_step" not in rainbow["default_space"]
     assert {"actions", "gpu_learner", "lstm", "performance_defaults"} <= set(rainbow)
 
 

@@ -22,6 +22,12 @@ def _read(path: Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text()) or {}
 
 
+def _unfixed(space: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]:
+    """A default space without the keys a preset fixes: a preset's value always wins
+    (Rainbow_DQN's `n_step: 3` is not searched over DQN's {1, 3})."""
+    return {key: dom for key, dom in space.items() if key not in fixed}
+
+
 @cache
 def _entries() -> dict[str, AlgorithmInfo]:
     algorithms, presets, spaces = _read(_ALGORITHMS), _read(_PRESETS), _read(_SPACES)
@@ -37,7 +43,7 @@ def _entries() -> dict[str, AlgorithmInfo]:
             lstm=bool(entry.get("lstm")),
             preset_config=own.get("config", {}),
             performance_defaults=entry.get("performance_defaults") or {},
-            default_space=spaces.get(name, {}).get("space", {}),
+            default_space=_unfixed(spaces.get(name, {}).get("space", {}), own.get("config", {})),
             space_source=spaces.get(name, {}).get("source"),
             warnings=own.get("warnings", []),
         )
@@ -50,6 +56,9 @@ def _entries() -> dict[str, AlgorithmInfo]:
                 "name": name,
                 "doc": preset.get("doc"),
                 "preset_config": preset.get("config", {}),
+                "default_space": _unfixed(
+                    spaces.get(base.name, {}).get("space", {}), preset.get("config", {})
+                ),
                 "warnings": preset.get("warnings", []),
             },
             deep=True,
@@ -91,7 +100,8 @@ def base_algorithm(name: str) -> str:
 
 
 def default_space(name: str) -> dict[str, Domain]:
-    """The default search space of an algorithm or preset (its base algorithm's)."""
+    """The default search space of an algorithm or preset: its base algorithm's, less
+    the keys the preset fixes."""
     entry = get(name)
     if not entry.default_space:
         raise KeyError(f"no default search space for {name!r}")
