@@ -53,8 +53,9 @@ BEST_PREFIX = "best."  # the parent run's best config: best.<sampled key>
 PARAM_BEST_TRIAL, PARAM_BEST_SEED = "best.trial_id", "best.seed"
 
 # -- metrics: the curated per-iteration set (flattened RLlib result keys) -----------------
+RETURN_KEY = "env_runners/episode_return_mean"  # the default metric, the return target
 RESULT_METRICS: tuple[str, ...] = (
-    "env_runners/episode_return_mean",
+    RETURN_KEY,
     "env_runners/episode_return_max",
     "env_runners/episode_return_min",
     "env_runners/episode_len_mean",
@@ -62,7 +63,7 @@ RESULT_METRICS: tuple[str, ...] = (
     "training_iteration",
     "time_this_iter_s",
     "time_total_s",
-    "evaluation/env_runners/episode_return_mean",
+    f"evaluation/{RETURN_KEY}",
 )
 # a multi-agent run's returns per agent and per policy (RLModule), each logged as
 # <group>/<agent or policy id>; env_runners/episode_return_mean is their sum over agents

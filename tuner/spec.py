@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tuner import algorithms as registry
-from tuner.mlflow_names import AGENT_RETURNS, LEARNERS_PREFIX, MODULE_RETURNS
+from tuner.mlflow_names import AGENT_RETURNS, LEARNERS_PREFIX, MODULE_RETURNS, RETURN_KEY
 from tuner.search_spaces import Domain
 from tuner.views import Issue as SpecIssue  # the one {loc, msg, value} shape
 
@@ -70,7 +70,7 @@ RESERVED_MODULE_IDS = ("default_policy", "__all_modules__")
 
 # Stop keys of the spec -> flattened keys of an RLlib (new API stack) result.
 STOP_RESULT_KEYS: dict[str, str] = {
-    "episode_return_mean": "env_runners/episode_return_mean",
+    "episode_return_mean": RETURN_KEY,
     "timesteps_total": "num_env_steps_sampled_lifetime",
     "training_iteration": "training_iteration",
     "time_total_s": "time_total_s",
@@ -452,7 +452,7 @@ class ExperimentSpec(_Model):
     search: SearchSpec = Field(default_factory=SearchSpec, description="Search method and space.")
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec, description="Trial scheduler.")
     metric: str = Field(
-        "env_runners/episode_return_mean",
+        RETURN_KEY,
         description="Flattened result key that ranks trials.",
         json_schema_extra={"pattern": METRIC_RE.pattern},
     )

@@ -25,6 +25,7 @@ from tuner.api._deps import (
     require_token,
 )
 from tuner.api._procs import in_fresh_process
+from tuner.mlflow_names import RETURN_KEY
 from tuner.store import STATUSES, ExperimentRecord, Store
 from tuner.views import (
     AlgorithmInfo,
@@ -291,7 +292,7 @@ async def metric_series(
 
     def render() -> MetricSeries:
         rec = _get(store, experiment_id)
-        name = key or rec.spec.get("metric", "env_runners/episode_return_mean")
+        name = key or rec.spec.get("metric", RETURN_KEY)
         return MetricSeries(key=name, series=store.metric_series(experiment_id, name))
 
     return await cache.get(f"{experiment_id}/metrics/{key or ''}", render)

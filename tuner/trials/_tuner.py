@@ -11,6 +11,7 @@ from ray.tune.search import BasicVariantGenerator, Searcher
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, Stopper
 
+from tuner.mlflow_names import RETURN_KEY
 from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import (
@@ -73,7 +74,7 @@ def _search_alg(spec: ExperimentSpec) -> Searcher | BasicVariantGenerator:
 def build_stopper(spec: ExperimentSpec) -> SweepStopper:
     """The per-trial criteria, and the sweep-wide target when stop_on_target is set."""
     criteria = spec.stop.trial_criteria()
-    target = "env_runners/episode_return_mean" if spec.stop.stop_on_target else None
+    target = RETURN_KEY if spec.stop.stop_on_target else None
     return SweepStopper(criteria, target_key=target)
 
 
