@@ -5,14 +5,23 @@ from __future__ import annotations
 import json
 import socket
 import time
+from datetime import timedelta
 
 import httpx
 import pytest
 
 from tuner import service
-from tuner.launcher import JobsError, JobsTimedOut, JobsUnavailable, Launcher, RayJobs
+from tuner.launcher import (
+    JobNotFound,
+    JobsError,
+    JobsTimedOut,
+    JobsUnavailable,
+    Launcher,
+    RayJobs,
+)
 from tuner.settings import Settings
 from tuner.store import Store
+from tuner.store._models import utcnow
 
 
 def test_jobs_client_requests_have_a_deadline(tmp_path):
@@ -153,3 +162,73 @@ def test_jobs_and_nodes_requests_load_the_ca_bundle_once(monkeypatch):
         server.shutdown()
         server.server_close()
     assert loads == ["ca"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["404", "Job tuner-x-1 not found", "HTTP 404: job does not exist", "no such job"],
+)
+def test_a_server_error_that_mentions_a_missing_job_is_not_a_missing_job(body):
+    """A missing job is the Jobs API's 404, never an error message's text: a 500 whose body
+    says "404" or "not found" is a JobsError (the supervisor leaves the sweep alone), not
+    None (which it would take for a dead driver, and relaunch)."""
+    asked: list[str] = []
+
+    def failing(request: httpx.Request) -> httpx.Response:
+        asked.append(f"{request.method} {request.url.path}")
+        return httpx.Response(500, text=body)
+
+    jobs = RayJobs("http://ray-head:8265", 1, transport=httpx.MockTransport(failing))
+    with pytest.raises(JobsError) as err:
+        jobs.status("tuner-x-1")
+    assert err.value.status == 500 and not isinstance(err.value, JobNotFound)
+    with pytest.raises(JobsError) as err:
+        jobs.stop("tuner-x-1")
+    assert err.value.status == 500 and not isinstance(err.value, JobNotFound)
+    with pytest.raises(JobsError):  # not submitted as if the job were missing
+        jobs.submit("tuner-x-1", "python -m tuner.trials x", env_vars={}, metadata={})
+    assert asked == ["GET /api/jobs/tuner-x-1", "POST /api/jobs/tuner-x-1/stop"] + [
+        "GET /api/jobs/tuner-x-1"
+    ]
+
+
+def test_the_jobs_apis_404_is_a_missing_job_whatever_its_body():
+    def missing(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, text="Internal Server Error")  # the status decides
+
+    jobs = RayJobs("http://ray-head:8265", 1, transport=httpx.MockTransport(missing))
+    assert jobs.status("tuner-x-1") is None
+    assert jobs.stop("tuner-x-1") is False
+    with pytest.raises(JobNotFound) as err:
+        jobs.info("tuner-x-1")
+    assert err.value.status == 404
+
+
+def test_the_supervisor_never_takes_a_server_error_for_a_dead_driver(tmp_path):
+    """A RUNNING sweep whose job the server answers 500 "job not found" for, long past the
+    settle time, stays RUNNING with its job (no relaunch, no error): only a 404 is a
+    missing job."""
+    settings = Settings(data_dir=tmp_path, ray_address="http://ray-head:8265")
+    store = Store(f"sqlite:///{tmp_path / 'tuner.db'}")
+
+    def failing(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, text="404: job tuner-x-1 not found")
+
+    launcher = Launcher(settings)
+    launcher._ready = True
+    launcher._jobs = RayJobs(settings.ray_address, 1, transport=httpx.MockTransport(failing))
+    try:
+        exp = service.submit(store, {"name": "x", "algorithm": "PPO", "env": "CartPole-v1"}, [])
+        store.transition(exp.id, "RUNNING", allowed_from={"QUEUED"})
+        old = utcnow() - timedelta(hours=1)
+        store.update_experiment(exp.id, job_id="tuner-x-1", attempts=1, updated_at=old)
+        service.Supervisor(store, launcher, settings).tick()
+        rec = store.get_experiment(exp.id)
+        assert (rec.status, rec.job_id, rec.attempts, rec.error) == (
+            "RUNNING",
+            "tuner-x-1",
+            1,
+            None,
+        )
+    finally:
+        store.close()
