@@ -52,30 +52,34 @@ def submit(
 
 
 def request_stop(store: Store, experiment_id: str) -> ExperimentRecord:
-    """QUEUED -> STOPPED at once; RUNNING -> STOPPING (the driver ends gracefully)."""
-    if store.transition(experiment_id, "STOPPED", allowed_from={"QUEUED"}):
-        return _current(store, experiment_id)
-    rec = _current(store, experiment_id)
-    if rec.status == "STOPPING":
-        return rec  # asked again: the stop timeout keeps counting from the first request
-    store.update_experiment(experiment_id, stop_requested=True)
-    if store.transition(experiment_id, "STOPPING", allowed_from={"RUNNING"}):
-        return _current(store, experiment_id)
-    rec = _current(store, experiment_id)
-    if rec.status != "STOPPING":
-        store.update_experiment(experiment_id, stop_requested=False)
-        raise Conflict(f"sweep {experiment_id} is {rec.status}; only QUEUED or RUNNING stop")
-    return rec
+    """QUEUED -> STOPPED at once; RUNNING -> STOPPING with the driver's stop flag set in
+    the same compare-and-set (the driver ends gracefully). A request that finds the sweep
+    anywhere else changes nothing: Conflict."""
+    for _ in range(3):  # the supervisor may move it between QUEUED and RUNNING meanwhile
+        if store.transition(experiment_id, "STOPPED", allowed_from={"QUEUED"}):
+            return _current(store, experiment_id)
+        if store.transition(
+            experiment_id, "STOPPING", allowed_from={"RUNNING"}, stop_requested=True
+        ):
+            return _current(store, experiment_id)
+        rec = _current(store, experiment_id)
+        if rec.status == "STOPPING":
+            return rec  # asked again: the stop timeout keeps counting from the first request
+        if rec.status not in {"QUEUED", "RUNNING"}:
+            break
+    raise Conflict(f"sweep {experiment_id} is {rec.status}; only QUEUED or RUNNING stop")
 
 
 def resume(store: Store, experiment_id: str) -> ExperimentRecord:
-    """STOPPED or FAILED -> QUEUED; its driver continues from Tune's state."""
+    """STOPPED or FAILED -> QUEUED, with a fresh launch budget (attempts, stop flag and
+    error reset in the same compare-and-set); its driver continues from Tune's state."""
     rec = _current(store, experiment_id)
     if rec.status not in {"STOPPED", "FAILED"}:
         raise Conflict(f"sweep {experiment_id} is {rec.status}; only STOPPED or FAILED resume")
-    store.update_experiment(experiment_id, stop_requested=False, attempts=0, error=None)
-    if not store.transition(experiment_id, "QUEUED", allowed_from={"STOPPED", "FAILED"}):
-        raise Conflict(f"sweep {experiment_id} changed status; try again")
+    fresh = {"stop_requested": False, "attempts": 0, "error": None}
+    if not store.transition(experiment_id, "QUEUED", allowed_from={"STOPPED", "FAILED"}, **fresh):
+        rec = _current(store, experiment_id)
+        raise Conflict(f"sweep {experiment_id} is {rec.status} now; only STOPPED or FAILED resume")
     return _current(store, experiment_id)
 
 
@@ -152,12 +156,12 @@ class Supervisor:
             self.store.transition(rec.id, "STOPPED", allowed_from=ACTIVE)
         elif cur.attempts < self.settings.max_attempts:
             log.warning("driver of sweep %s ended (%s) without an outcome: resuming", rec.id, job)
-            self.store.update_experiment(rec.id, error=f"driver ended ({job}); resumed")
-            self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
+            error = f"driver ended ({job}); resumed"
+            self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"}, error=error)
         else:
             tail = self.launcher.logs_tail(rec.job_id)
-            self.store.update_experiment(rec.id, error=f"driver ended ({job}):\n{tail}")
-            self.store.transition(rec.id, "FAILED", allowed_from=ACTIVE)
+            error = f"driver ended ({job}):\n{tail}"
+            self.store.transition(rec.id, "FAILED", allowed_from=ACTIVE, error=error)
 
     def _launch(self) -> None:
         free = self.settings.max_running_experiments - self.store.count_by_status(ACTIVE)
@@ -188,10 +192,8 @@ class Supervisor:
                     )
                     self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
                 else:
-                    self.store.update_experiment(
-                        rec.id, error=f"could not submit the Ray Job: {err}"
-                    )
-                    self.store.transition(rec.id, "FAILED", allowed_from=ACTIVE)
+                    error = f"could not submit the Ray Job: {err}"
+                    self.store.transition(rec.id, "FAILED", allowed_from=ACTIVE, error=error)
 
 
 def _maybe_submitted(err: Exception) -> bool:

@@ -189,3 +189,88 @@ def test_queued_sweeps_launch_in_order_up_to_the_running_limit(store, tmp_path):
     store.transition(first, "SUCCEEDED", allowed_from={"RUNNING"})
     sup.tick()
     assert store.get_experiment(second).status == "RUNNING"
+
+
+# --- a request that loses a race writes nothing ------------------------------------------
+
+
+def test_a_stale_resume_that_loses_the_race_leaves_the_sweep_alone(store):
+    """Resume reads STOPPED; before its compare-and-set, another resume wins, the
+    supervisor launches the sweep and a stop is asked. The stale resume is a Conflict and
+    leaves the running sweep's stop flag, launch count and error as they were (it used to
+    reset them before its compare-and-set: the stop was lost and the budget refilled)."""
+    exp = at(store, "STOPPED")
+    store.update_experiment(exp, attempts=2, error="driver ended (FAILED)")
+    real_get = store.get_experiment
+    raced: list[object] = []
+
+    def stale_then_race(experiment_id: str):
+        rec = real_get(experiment_id)
+        if not raced:  # the stale resume has read STOPPED; now the others run
+            raced.append(rec)
+            store.get_experiment = real_get  # type: ignore[method-assign]
+            service.resume(store, exp)
+            assert store.transition(exp, "RUNNING", allowed_from={"QUEUED"})
+            store.update_experiment(exp, attempts=1, launches=3, job_id=f"tuner-{exp}-3")
+            store.update_experiment(exp, error="a warning the driver wrote")
+            assert service.request_stop(store, exp).status == "STOPPING"
+            raced.append(real_get(exp))
+            store.get_experiment = stale_then_race  # type: ignore[method-assign]
+        return rec
+
+    store.get_experiment = stale_then_race  # type: ignore[method-assign]
+    with pytest.raises(service.Conflict, match="STOPPING now"):
+        service.resume(store, exp)
+    store.get_experiment = real_get  # type: ignore[method-assign]
+    before, after = raced[1], store.get_experiment(exp)
+    assert after == before  # every field, updated_at included
+    assert (after.status, after.stop_requested, after.attempts) == ("STOPPING", True, 1)
+
+
+@pytest.mark.parametrize("outcome", ["SUCCEEDED", "FAILED", "STOPPED"])
+def test_a_stop_that_loses_the_race_to_the_drivers_outcome_writes_nothing(store, outcome):
+    """The driver writes its outcome just before the stop's compare-and-set: the stop is a
+    Conflict, and the finished sweep keeps its stop flag and updated_at (the stop flag used
+    to be written, then taken back, outside the compare-and-set)."""
+    exp = at(store, "RUNNING")
+    real_transition = store.transition
+    after_outcome: list[object] = []
+
+    def outcome_first(experiment_id: str, to: str, **kwargs):
+        if to == "STOPPING" and not after_outcome:
+            assert real_transition(experiment_id, outcome, allowed_from={"RUNNING"})
+            after_outcome.append(store.get_experiment(experiment_id))
+        return real_transition(experiment_id, to, **kwargs)
+
+    store.transition = outcome_first  # type: ignore[method-assign]
+    with pytest.raises(service.Conflict, match=f"is {outcome}; only QUEUED or RUNNING"):
+        service.request_stop(store, exp)
+    assert store.get_experiment(exp) == after_outcome[0]
+    assert not store.get_experiment(exp).stop_requested
+
+
+@pytest.mark.parametrize("status", sorted(TERMINAL))
+def test_a_refused_stop_or_resume_leaves_the_row_as_it_was(store, status):
+    exp = at(store, status)
+    store.update_experiment(exp, attempts=2, error="kept", stop_requested=status == "STOPPED")
+    before = store.get_experiment(exp)
+    with pytest.raises(service.Conflict):
+        service.request_stop(store, exp)
+    assert store.get_experiment(exp) == before  # updated_at too: no write at all
+    if status == "SUCCEEDED":
+        with pytest.raises(service.Conflict):
+            service.resume(store, exp)
+        assert store.get_experiment(exp) == before
+
+
+def test_a_transition_writes_its_fields_only_when_it_moves(store):
+    exp = at(store, "FAILED")
+    store.update_experiment(exp, attempts=3, error="boom")
+    assert not store.transition(exp, "RUNNING", allowed_from={"QUEUED"}, attempts=0, error=None)
+    rec = store.get_experiment(exp)
+    assert (rec.status, rec.attempts, rec.error) == ("FAILED", 3, "boom")
+    assert store.transition(exp, "QUEUED", allowed_from={"FAILED"}, attempts=0, error=None)
+    rec = store.get_experiment(exp)
+    assert (rec.status, rec.attempts, rec.error) == ("QUEUED", 0, None)
+    with pytest.raises(TypeError, match="status"):
+        store.transition(exp, "RUNNING", allowed_from={"QUEUED"}, status="FAILED")

@@ -48,6 +48,8 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_ATTEMPTS = 5  # retries of an insert-or-update that lost a race to another process
 
 EXPERIMENT_FIELDS = set(ExperimentRecord.model_fields) - {"id", "created_at"}
+# what a transition stamps itself: the status and its times
+TRANSITION_FIELDS = EXPERIMENT_FIELDS - {"status", "updated_at", "started_at", "finished_at"}
 TRIAL_FIELDS = {c.name for c in TrialRow.__table__.columns} - {
     "experiment_id",
     "trial_id",
@@ -209,17 +211,23 @@ class Store:
             row = session.get(ExperimentRow, experiment_id)
             return ExperimentRecord.model_validate(row) if row else None
 
-    def transition(self, experiment_id: str, to: str, *, allowed_from: set[str]) -> bool:
+    def transition(
+        self, experiment_id: str, to: str, *, allowed_from: set[str], **fields: Any
+    ) -> bool:
         """Atomically move a sweep to status `to` if its status is in `allowed_from` and
         the state machine (TRANSITIONS) has that change (compare-and-set); whether it
-        moved. A request the state machine allows from none of `allowed_from` is a
-        programming error: ValueError."""
+        moved. `fields` (stop_requested, attempts, error, ...) are written by the same
+        guarded UPDATE: only if the sweep moved. A request the state machine allows from
+        none of `allowed_from` is a programming error: ValueError."""
         _check_status(to)
+        unknown = set(fields) - TRANSITION_FIELDS
+        if unknown:
+            raise TypeError(f"not fields a transition may set: {sorted(unknown)}")
         allowed_from = {s for s in allowed_from if to in TRANSITIONS.get(s, ())}
         if not allowed_from:
             raise ValueError(f"no transition to {to} from those statuses in the state machine")
         now = utcnow()
-        values: dict[str, Any] = {"status": to, "updated_at": now}
+        values: dict[str, Any] = {**fields, "status": to, "updated_at": now}
         if to == "RUNNING":
             values["started_at"] = func.coalesce(ExperimentRow.started_at, now)
         # A terminal status stamps finished_at; leaving one (resume) clears it.
