@@ -40,15 +40,18 @@ def submit(
     store: Store, spec: dict[str, Any], warnings: list[str], max_active: int | None = None
 ) -> ExperimentRecord:
     """Stores a validated spec as a QUEUED sweep; TooMany when `max_active` sweeps are
-    already queued or running."""
-    if max_active is not None:
+    already queued or running (counted and stored in one transaction: concurrent
+    submissions never get past the limit)."""
+    rec = store.create_experiment(
+        name=spec["name"], spec=spec, warnings=warnings, max_active=max_active
+    )
+    if rec is None:
         active = store.count_by_status({"QUEUED", "RUNNING", "STOPPING"})
-        if active >= max_active:
-            raise TooMany(
-                f"{active} sweeps are queued or running; this service takes at most "
-                f"{max_active} (TUNER_MAX_ACTIVE_SWEEPS): wait for one to end or stop one"
-            )
-    return store.create_experiment(name=spec["name"], spec=spec, warnings=warnings)
+        raise TooMany(
+            f"{active} sweeps are queued or running; this service takes at most "
+            f"{max_active} (TUNER_MAX_ACTIVE_SWEEPS): wait for one to end or stop one"
+        )
+    return rec
 
 
 def request_stop(store: Store, experiment_id: str) -> ExperimentRecord:

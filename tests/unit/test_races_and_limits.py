@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import random
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 
 from tuner import service
 from tuner.api import create_app
@@ -60,6 +63,53 @@ def test_too_many_active_sweeps_is_429_naming_the_limit(app):
     with pytest.raises(service.TooMany, match="TUNER_MAX_ACTIVE_SWEEPS"):
         service.submit(store, SPEC, [], max_active=3)
     assert store.count_by_status({"QUEUED"}) == 3  # nothing stored
+
+
+def _slow_statements(store: Store) -> None:
+    """Every SQL statement takes 5 ms longer: a window between a count and an insert that
+    are not one transaction is then wide enough for the racers to get in."""
+    event.listen(store.engine, "before_cursor_execute", lambda *args: time.sleep(0.005))
+
+
+@pytest.mark.parametrize("stores", ["one store", "a store each"])
+def test_concurrent_submits_never_exceed_the_active_limit(tmp_path, stores):
+    """16 submissions at once, 3 already active, a limit of 5: exactly 2 are stored, the
+    other 14 are TooMany naming TUNER_MAX_ACTIVE_SWEEPS. "a store each": an engine per
+    thread, as API processes sharing one database have (the database's lock decides,
+    not a lock of this process)."""
+    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    shared = Store(url)
+    for status in ("QUEUED", "RUNNING", "STOPPING"):
+        rec = service.submit(shared, SPEC, [])
+        shared.update_experiment(rec.id, status=status)
+    done = service.submit(shared, SPEC, [])
+    shared.update_experiment(done.id, status="SUCCEEDED")  # a finished sweep does not count
+    racers = 16
+    own = [Store(url) for _ in range(racers)] if stores == "a store each" else []
+    for store in [shared, *own]:
+        _slow_statements(store)
+    start = threading.Barrier(racers)
+
+    def submit(i: int) -> str:
+        store = own[i] if own else shared
+        start.wait()
+        try:
+            return service.submit(store, SPEC, [], max_active=5).id
+        except service.TooMany as err:
+            return f"refused: {err}"
+
+    try:
+        with ThreadPoolExecutor(racers) as pool:
+            results = list(pool.map(submit, range(racers)))
+        stored = [r for r in results if not r.startswith("refused")]
+        refused = [r for r in results if r.startswith("refused")]
+        assert len(stored) == 2, results
+        assert all("at most 5 (TUNER_MAX_ACTIVE_SWEEPS)" in r for r in refused), refused
+        assert shared.count_by_status({"QUEUED", "RUNNING", "STOPPING"}) == 5
+        assert {shared.get_experiment(e).status for e in stored} == {"QUEUED"}
+    finally:
+        for store in [shared, *own]:
+            store.close()
 
 
 def test_too_many_active_sweeps_over_http_is_429_naming_the_limit(service_app):

@@ -20,6 +20,7 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import make_url
@@ -50,6 +51,8 @@ WRITE_ATTEMPTS = 5  # retries of an insert-or-update that lost a race to another
 EXPERIMENT_FIELDS = set(ExperimentRecord.model_fields) - {"id", "created_at"}
 # what a transition stamps itself: the status and its times
 TRANSITION_FIELDS = EXPERIMENT_FIELDS - {"status", "updated_at", "started_at", "finished_at"}
+ACTIVE = {"QUEUED", "RUNNING", "STOPPING"}  # what TUNER_MAX_ACTIVE_SWEEPS counts
+ADMISSION_LOCK = 7531902469  # Postgres advisory lock: one sweep admitted at a time
 TRIAL_FIELDS = {c.name for c in TrialRow.__table__.columns} - {
     "experiment_id",
     "trial_id",
@@ -156,9 +159,18 @@ class Store:
     # --- experiments -----------------------------------------------------------------------
 
     def create_experiment(
-        self, *, name: str, spec: dict[str, Any], warnings: list[str]
-    ) -> ExperimentRecord:
-        """Record a new sweep, QUEUED."""
+        self,
+        *,
+        name: str,
+        spec: dict[str, Any],
+        warnings: list[str],
+        max_active: int | None = None,
+    ) -> ExperimentRecord | None:
+        """Record a new sweep, QUEUED. With `max_active`: None, and nothing stored, when
+        that many sweeps are already QUEUED, RUNNING or STOPPING. The count and the insert
+        are one transaction that holds the database's write lock (SQLite: the INSERT
+        takes it before the count; Postgres: an advisory lock first), so requests racing
+        each other, from any process, never store more than `max_active`."""
         now = utcnow()
         row = ExperimentRow(
             id=uuid.uuid4().hex[:12],
@@ -172,8 +184,18 @@ class Store:
             created_at=now,
             updated_at=now,
         )
-        with self._sessions.begin() as session:
-            session.add(row)
+        try:
+            with self._sessions.begin() as session:
+                if max_active is not None:
+                    _lock_admissions(session)
+                session.add(row)
+                session.flush()  # the INSERT: on SQLite it holds the write lock from here
+                if max_active is not None:
+                    counting = select(func.count()).where(ExperimentRow.status.in_(ACTIVE))
+                    if (session.scalar(counting) or 0) > max_active:
+                        raise _OverLimit  # rolls the insert back
+        except _OverLimit:
+            return None
         return ExperimentRecord.model_validate(row)
 
     def get_experiment(self, experiment_id: str) -> ExperimentRecord | None:
@@ -406,6 +428,18 @@ def _chunks(items: list[int], size: int) -> Iterable[list[int]]:
     """Consecutive slices of at most `size` items."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+class _OverLimit(Exception):
+    """Raised inside create_experiment's transaction to roll its insert back."""
+
+
+def _lock_admissions(session: Session) -> None:
+    """Postgres: serialize admissions until the transaction ends (an advisory lock; at
+    READ COMMITTED two inserts would each count before seeing the other's row). SQLite
+    needs none: its INSERT takes the database's one write lock before the count."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text(f"SELECT pg_advisory_xact_lock({ADMISSION_LOCK})"))
 
 
 def _lock_for_migration(connection: Connection) -> None:
