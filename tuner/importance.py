@@ -12,8 +12,9 @@ keys:
   what it takes to reach the top.
 
 Each result is {key: share}, largest first, summing to 1; keys whose sampled value never
-changed get 0. Deterministic (fixed seeds, sorted ties) and fast: under a second of CPU
-for 200 trials. Optuna is imported only when there is something to evaluate; Ray never.
+changed get 0. Deterministic (fixed seeds, sorted ties) and cheap: a small forest, about a
+fifth of Optuna's default CPU (bench/importance_cost.py). Optuna is imported only when
+there is something to evaluate; Ray never.
 
 Mapping the space (tuner.search_spaces.Domain): choice and grid are categorical (every
 value by its canonical JSON text, so lists and dicts work); uniform, randint and quniform
