@@ -10,8 +10,6 @@ rank the key that drives the synthetic metric first.
 
 from __future__ import annotations
 
-import math
-import random
 import statistics
 import sys
 import time
@@ -21,28 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import ratio_line, table  # noqa: E402
 
-
-def trials(n: int = 200, seed: int = 0) -> list:
-    """Only lr drives the value; gamma and num_epochs are sampled but do nothing."""
-    from tuner.views import TrialView
-
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        lr = 10 ** rng.uniform(-5, -2)
-        out.append(
-            TrialView(
-                trial_id=f"t_{i:05d}",
-                status="TERMINATED",
-                config={
-                    "lr": lr,
-                    "gamma": rng.choice([0.98, 0.99, 0.995]),
-                    "num_epochs": rng.randint(1, 10),
-                },
-                score=100 - 40 * (math.log10(lr) + 3.5) ** 2 + rng.gauss(0, 3),
-            )
-        )
-    return out
+# the unit tests' synthetic trials: only lr drives the value (gamma, num_epochs do nothing)
+from tests.unit.test_importance import SPACE as space  # noqa: E402
+from tests.unit.test_importance import synthetic as trials  # noqa: E402
 
 
 def cpu_seconds(fn) -> tuple[float, object]:
@@ -56,15 +35,9 @@ def cpu_seconds(fn) -> tuple[float, object]:
 
 def main() -> None:
     from tuner import importance as imp
-    from tuner.search_spaces import Domain
 
-    space = {
-        "lr": Domain(loguniform=(1e-5, 1e-2)),
-        "gamma": Domain(choice=[0.98, 0.99, 0.995]),
-        "num_epochs": Domain(randint=(1, 10)),
-    }
-    rows = trials()
-    imp.importance(trials(8), space, "max")  # imports (Optuna, scikit-learn) done
+    rows = trials(n=200)
+    imp.importance(trials(n=8), space, "max")  # imports (Optuna, scikit-learn) done
     ours, ranked = cpu_seconds(lambda: imp.importance(rows, space, "max", evaluator="fanova"))
 
     def optuna_default() -> dict:
