@@ -12,7 +12,7 @@ import json
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from tuner.mlflow_names import STAGE_SEARCH, run_url
 
@@ -245,11 +245,20 @@ class TrialMetrics(_View):
     points: list[MetricPoint]
 
 
+# [env_steps, value]. Declared as an array of two numbers rather than pydantic's
+# `prefixItems` tuple: schema-driven clients that turn `prefixItems` into draft-4 `items`
+# lists (schemathesis 4) then reject the 3.1 document.
+StepValue = Annotated[
+    tuple[int, float],
+    WithJsonSchema({"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2}),
+]
+
+
 class MetricSeries(_View):
     """One metric of every trial: trial_id -> [[env_steps, value], ...]."""
 
     key: str
-    series: dict[str, list[tuple[int, float]]]
+    series: dict[str, list[StepValue]]
 
 
 class AlgorithmInfo(_View):
