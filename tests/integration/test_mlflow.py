@@ -224,3 +224,36 @@ def test_a_sampled_renamed_key_is_reported_as_rllib_used_it(ray_local, tmp_path)
         assert (used[key] if key in used else used[f"_{key}"]) == value, key
         assert json.loads(params[key]) == value, (key, params[key])
     assert used["_train_batch_size_per_learner"] == sampled["train_batch_size_per_learner"]
+
+
+def test_a_server_start_that_fails_leaves_no_mlflow_ui_behind(tmp_path, monkeypatch):
+    """`tuner serve --mlflow-ui` starts the UI before the Ray head: a head that cannot start
+    (a fresh machine without a Ray token did this) ends the server, and the UI with it."""
+    import socket
+
+    from fastapi.testclient import TestClient
+
+    from tuner.api import _app
+    from tuner.settings import Settings
+
+    started = []
+    real_start = _app.start_mlflow_ui
+
+    def recording_start(settings, port):
+        started.append(real_start(settings, port))
+        return started[-1]
+
+    def no_head(self, num_cpus=None):
+        raise RuntimeError("the embedded Ray head exited with code 1")
+
+    monkeypatch.setattr(_app, "start_mlflow_ui", recording_start)
+    monkeypatch.setattr(_app.Launcher, "start", no_head)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = _app.create_app(Settings(data_dir=tmp_path / "data"), mlflow_ui_port=port)
+    with pytest.raises(RuntimeError, match="Ray head"):
+        with TestClient(app, base_url="http://127.0.0.1"):
+            pass
+    assert len(started) == 1
+    assert started[0].poll() is not None  # stopped, its process group with it

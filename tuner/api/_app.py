@@ -222,12 +222,20 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # The MLflow UI first, before Ray takes the CPUs, and the server says it is up only
     # once the UI answers too: its URL printed means both work.
     ui = start_mlflow_ui(settings, port) if port else None
-    app.state.store = await asyncio.to_thread(Store, settings.store_url)
     launcher = Launcher(settings)
     app.state.launcher = launcher
-    await asyncio.to_thread(launcher.start, settings.embedded_num_cpus)
-    if ui is not None:
-        await asyncio.to_thread(wait_for_mlflow_ui, ui, port)
+    try:
+        app.state.store = await asyncio.to_thread(Store, settings.store_url)
+        await asyncio.to_thread(launcher.start, settings.embedded_num_cpus)
+        if ui is not None:
+            await asyncio.to_thread(wait_for_mlflow_ui, ui, port)
+    except BaseException:
+        # a start that fails (no Ray head, a store it cannot open) leaves nothing running
+        if ui is not None:
+            await asyncio.to_thread(stop_process_group, ui)
+        if launcher.started_head:
+            await asyncio.to_thread(launcher.stop_head)
+        raise
     app.state.validator = Validator(
         settings.allowed_module_list,
         settings.max_trials,
