@@ -117,6 +117,10 @@ def load_yaml_strict(text: str, *, max_depth: int = 32) -> Any:
     except SpecError:
         raise
     except yaml.MarkedYAMLError as err:
+        if "nesting depth" in str(err.problem):
+            # libyaml >= 0.2.6 (PyYAML 6.0.4's wheels) has a nesting limit of its own; its
+            # scanner reads ahead, so it can stop the input before our count reaches max_depth.
+            raise _too_deep(max_depth) from None
         what = ", ".join(p for p in (err.context, err.problem) if p)
         where = f" ({_where(err.problem_mark)})" if err.problem_mark else ""
         raise _body_error(f"not valid YAML: {what}{where}") from None

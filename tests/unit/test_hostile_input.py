@@ -323,6 +323,7 @@ HOSTILE = [
         413,
         "(body)",
     ),
+    ("deep-yaml-flow", b"[" * 100_000 + b"]" * 100_000, YAML, 413, "(body)"),
     ("too-large", b" " * 2_000_000, JSON, 413, "(body)"),
 ]
 
