@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gymnasium.spaces import Box, Discrete
+from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from tuner.trials._fast_replay import TransitionBuffer
+from tuner.trials._fast_replay import TransitionBuffer, UpdateDebt, debt_for
 
 OBS = Box(-1e6, 1e6, (2,), np.float32)
 
@@ -216,3 +217,38 @@ def test_a_link_to_an_overwritten_transition_ends_the_sum():
     rows = by_start(buffer.sample(2000, n_step=2, gamma=1.0))
     assert set(rows) == {100.0, 101.0, 102.0, 2.0}
     assert rows[102.0]["rewards"] == 102 and rows[102.0]["new_obs"][0] == 103
+
+
+def test_updates_follow_the_env_steps_really_sampled():
+    debt = UpdateDebt(train_weight=8, steps_per_round=32)  # 8 updates per 32 env steps
+    assert debt.owe(32) == 8  # a round that sampled what RLlib plans: RLlib's 8
+    # vectorised envs overshoot where an episode resets: 39 steps call for 9.75 updates
+    owed = [debt.owe(n) for n in (39, 39, 39, 39)]
+    assert owed == [9, 10, 10, 10]
+    assert sum(owed) * 32 == 4 * 39 * 8  # exact over rounds, nothing lost or added
+    assert debt.owe(0) == 0
+
+
+def test_fewer_updates_than_rounds_carry_over():
+    debt = UpdateDebt(train_weight=1, steps_per_round=3 * 4)  # 1 update per 3 rounds of 4
+    assert [debt.owe(4) for _ in range(6)] == [0, 0, 1, 0, 0, 1]
+    with pytest.raises(ValueError):
+        UpdateDebt(train_weight=0, steps_per_round=4)
+
+
+@pytest.mark.parametrize(
+    "intensity, fragment, envs, runners, per_env_step",
+    [(8, 32, 1, 0, 8.0), (8, 4, 8, 0, 8.0), (4, 1, 1, 0, 4.0), (None, 1, 1, 0, 32.0)],
+)
+def test_the_rate_is_rllibs_round_robin(intensity, fragment, envs, runners, per_env_step):
+    config = (
+        DQNConfig()
+        .training(train_batch_size_per_learner=32, training_intensity=intensity)
+        .env_runners(
+            rollout_fragment_length=fragment,
+            num_envs_per_env_runner=envs,
+            num_env_runners=runners,
+        )
+    )
+    debt = debt_for(config)
+    assert debt.owe(1000 * fragment * envs) * 32 / (1000 * fragment * envs) == per_env_step

@@ -245,6 +245,7 @@ class _SweepTrialMixin:
             why = _fast_replay.eligible(self)
             if why is None:
                 self._flat_replay = _fast_replay.buffer_for(self.config)
+                self._update_debt = _fast_replay.debt_for(self.config)
                 self._replay_path = "flat"
             else:
                 self._replay_path = f"rllib ({why})"
@@ -253,7 +254,7 @@ class _SweepTrialMixin:
     def training_step(self) -> Any:
         if self._flat_replay is None:
             return super().training_step()
-        return _fast_replay.training_step(self, self._flat_replay)
+        return _fast_replay.training_step(self, self._flat_replay, self._update_debt)
 
     def step(self) -> dict[str, Any]:
         # Read before the update: RLlib moves an lr only after it (a schedule's next

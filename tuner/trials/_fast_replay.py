@@ -11,7 +11,10 @@ actions, rewards, terminateds, truncateds, n_step, weights), sampled as RLlib's
 `EpisodeReplayBuffer` (uniform) or `PrioritizedEpisodeReplayBuffer` samples, n-step
 included, with the same sample / store / update rhythm as RLlib's own training step
 (`calculate_rr_weights`, `num_steps_sampled_before_learning_starts`, the target-network
-timesteps, priority updates after each update, weight sync).
+timesteps, priority updates after each update, weight sync). One difference, on
+purpose: the updates are counted from the env steps each round really sampled
+(`UpdateDebt`), so vectorised envs keep the update ratio exact where RLlib's own step
+drifts below it.
 
 It runs only where it is the same algorithm (`eligible`): single-agent, a stateless
 module, one of those two buffers, the default connectors, no replay buffer in
@@ -320,11 +323,50 @@ def eligible(algo: Any) -> str | None:
     return None
 
 
-def training_step(algo: Any, buffer: TransitionBuffer) -> None:
+class UpdateDebt:
+    """How many updates the env steps sampled so far call for, at the rate RLlib's round
+    robin plans: `train_weight` updates per `store_weight` sample rounds of
+    `rollout_fragment_length x num_envs_per_env_runner` env steps on each env runner
+    (dqn.py calculate_rr_weights). RLlib runs `train_weight` updates per round whatever
+    the round sampled; vectorised envs sample up to `num_envs - 1` steps more where an
+    episode resets in the round (a reset is not a step, sample() stops at the first
+    vector step past the fragment), which would lower the update ratio. Counting from
+    the steps actually sampled keeps it exact; integer arithmetic, so nothing drifts."""
+
+    def __init__(self, train_weight: int, steps_per_round: int) -> None:
+        if train_weight < 1 or steps_per_round < 1:
+            raise ValueError(f"bad update rate {train_weight} per {steps_per_round} steps")
+        self.train_weight = int(train_weight)
+        self.steps_per_round = int(steps_per_round)
+        self._owed = 0  # in units of 1 / steps_per_round updates
+
+    def owe(self, env_steps: int) -> int:
+        """The whole updates `env_steps` more sampled env steps call for (the fraction
+        left over carries to the next call)."""
+        self._owed += int(env_steps) * self.train_weight
+        whole, self._owed = divmod(self._owed, self.steps_per_round)
+        return whole
+
+
+def debt_for(config: Any) -> UpdateDebt:
+    """The update rate of a DQN/SAC config as RLlib's round robin plans it."""
+    from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
+
+    store_weight, train_weight = calculate_rr_weights(config)
+    per_round = (
+        config.get_rollout_fragment_length()
+        * config.num_envs_per_env_runner
+        * max(config.num_env_runners, 1)
+    )
+    return UpdateDebt(train_weight, store_weight * per_round)
+
+
+def training_step(algo: Any, buffer: TransitionBuffer, debt: UpdateDebt) -> None:
     """RLlib 2.60's DQN/SAC training step (DQN._training_step_new_api_stack) on the flat
     buffer: sample `store_weight` times and store; once enough env steps are sampled,
-    `train_weight` updates, each on a fresh uniform batch of `total_train_batch_size`;
-    then the env runners get the new weights."""
+    the updates those steps call for (`debt`: `train_weight` per round where a round
+    samples what RLlib plans), each on a fresh batch of `total_train_batch_size`; then
+    the env runners get the new weights."""
     from ray.rllib.algorithms.dqn.dqn import TD_ERROR_KEY, calculate_rr_weights
     from ray.rllib.core import DEFAULT_MODULE_ID
     from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
@@ -346,7 +388,8 @@ def training_step(algo: Any, buffer: TransitionBuffer) -> None:
 
     config = algo.config
     metrics = algo.metrics
-    store_weight, train_weight = calculate_rr_weights(config)
+    store_weight, _ = calculate_rr_weights(config)
+    added = 0
     for _ in range(store_weight):
         with metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             episodes, env_runner_results = synchronous_parallel_sample(
@@ -358,7 +401,7 @@ def training_step(algo: Any, buffer: TransitionBuffer) -> None:
             )
         metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
         with metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
-            buffer.add(episodes)
+            added += buffer.add(episodes)
     metrics.log_value((REPLAY_BUFFER_RESULTS, "num_transitions"), len(buffer), window=1)
     metrics.log_value(
         (REPLAY_BUFFER_RESULTS, "num_transitions_added_lifetime"), buffer.added, window=1
@@ -367,6 +410,7 @@ def training_step(algo: Any, buffer: TransitionBuffer) -> None:
     sampled = metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
     if sampled < config.num_steps_sampled_before_learning_starts or len(buffer) == 0:
         return
+    updates = debt.owe(added)
     timesteps = {
         NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled,
         NUM_AGENT_STEPS_SAMPLED_LIFETIME: metrics.peek(
@@ -377,7 +421,7 @@ def training_step(algo: Any, buffer: TransitionBuffer) -> None:
     beta = float((config.replay_buffer_config or {}).get("beta") or 0.0)
     n_step = tuple(config.n_step) if isinstance(config.n_step, list | tuple) else config.n_step
     results: list[dict[str, Any]] = []
-    for _ in range(train_weight):
+    for _ in range(updates):
         with metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
             batch = MultiAgentBatch(
                 {
