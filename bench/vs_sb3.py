@@ -136,7 +136,8 @@ ALGOS: dict[str, dict[str, Any]] = {
             (
                 "update ratio",
                 "train_freq=4 gradient_steps=1 (32/4=8)",
-                "training_intensity=8 (rollout_fragment_length auto=1 -> 4 samples : 1 update)",
+                "training_intensity=8 (flat_replay_defaults: 8 envs x fragment 4 = 32 env "
+                "steps, then 8 updates; counted from the steps really sampled)",
             ),
             (
                 "learning starts",

@@ -242,8 +242,13 @@ class ResourcesSpec(_Model):
         description="Remote env runner actors (0: sample in the trial's "
         "main process, the cheapest on a laptop).",
     )
-    num_envs_per_env_runner: int = Field(
-        1, ge=1, le=1024, description="Vectorized envs per env runner."
+    num_envs_per_env_runner: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Vectorized envs per env runner. Unset: 1, or the algorithm's "
+        "flat_replay_defaults where its trials take the flat replay path (DQN: 8, the "
+        "update ratio held).",
     )
     num_cpus_per_env_runner: float = Field(1, gt=0, description="CPUs per env runner.")
     num_gpus_per_env_runner: float = Field(

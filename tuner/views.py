@@ -280,6 +280,13 @@ class AlgorithmInfo(_View):
         description="Settings that make small trials fast without changing what is learned "
         "per sample (the spec's `config` wins).",
     )
+    flat_replay_defaults: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Performance defaults used instead of `performance_defaults` where the "
+        "trials take the flat replay path (DQN/SAC), the spec sets neither "
+        "`rollout_fragment_length` nor `resources.num_envs_per_env_runner`; the update ratio "
+        "is held.",
+    )
     default_space: dict[str, Any] = Field(default_factory=dict)
     space_source: str | None = Field(None, description="Where the default space comes from.")
     warnings: list[str] = Field(default_factory=list)

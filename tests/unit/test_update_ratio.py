@@ -15,8 +15,10 @@ from tuner.trials._algorithms import (
     HOLD_RATIO_KEY,
     TRAINABLES,
     build_config,
+    flat_defaults_apply,
     hold_update_ratio,
     holds_update_ratio,
+    num_envs_of,
     update_ratio,
 )
 from tuner.trials._tuner import trial_params
@@ -95,3 +97,64 @@ def test_the_rest_have_no_ratio_to_hold():
             trial_params(spec)["rollout_fragment_length"]
             == build_config(spec).rollout_fragment_length
         )  # RLlib's own
+
+
+def rllib_default_one_env(spec, overrides: dict) -> tuple:
+    """RLlib's own ratio for the spec as written (auto fragment, no intensity, its own
+    env count: 1 when it sets none)."""
+    cfg = build_config(spec)
+    cfg.update_from_dict(overrides)
+    cfg.env_runners(
+        rollout_fragment_length="auto",
+        num_envs_per_env_runner=spec.resources.num_envs_per_env_runner or 1,
+    )
+    return update_ratio(cfg), cfg.total_train_batch_size
+
+
+@pytest.mark.parametrize("algorithm", OFF_POLICY)
+def test_vectorised_flat_defaults_keep_the_ratio_of_the_specs_own_env_count(algorithm):
+    flat = registry.get(algorithm).flat_replay_defaults
+    assert flat["num_envs_per_env_runner"] > 1
+    for batch, runners in itertools.product([32, 256], [0, 1]):
+        spec = spec_of(algorithm, resources={"num_env_runners": runners})
+        assert flat_defaults_apply(spec) and holds_update_ratio(spec)
+        assert num_envs_of(spec) == flat["num_envs_per_env_runner"]
+        params = {**trial_params(spec), "_train_batch_size_per_learner": batch}
+        assert params["num_envs_per_env_runner"] == flat["num_envs_per_env_runner"]
+        ratio, train_batch, fragment = as_run(spec, {"_train_batch_size_per_learner": batch})
+        want_ratio, want_batch = rllib_default_one_env(
+            spec, {"train_batch_size_per_learner": batch}
+        )
+        assert train_batch == want_batch == batch
+        assert ratio == pytest.approx(want_ratio, rel=1e-9), (batch, runners)
+        assert fragment * num_envs_of(spec) >= 24  # 24+ env steps per sample round
+
+
+@pytest.mark.parametrize(
+    "patch, why",
+    [
+        ({"resources": {"num_envs_per_env_runner": 1}}, "the spec's own env count"),
+        ({"config": {"rollout_fragment_length": 1}}, "the spec's own fragment"),
+        ({"search": {"space": {"rollout_fragment_length": {"choice": [1, 4]}}}}, "searched"),
+        ({"env": "FrozenLake-v1"}, "Discrete observations: RLlib's replay path"),
+        ({"env_config": {"sutton_barto_reward": True}}, "env_config: not made here"),
+        ({"wrappers": "atari", "env": "ALE/Pong-v5"}, "image frames"),
+        (
+            {"config": {"replay_buffer_config": {"type": "MultiAgentEpisodeReplayBuffer"}}},
+            "another buffer",
+        ),
+        ({"config": {"store_buffer_in_checkpoints": True}}, "buffer in checkpoints"),
+    ],
+)
+def test_flat_defaults_only_where_the_flat_path_runs_and_the_spec_leaves_them(patch, why):
+    spec = spec_of("DQN", **patch)
+    assert not flat_defaults_apply(spec), why
+    assert num_envs_of(spec) == (spec.resources.num_envs_per_env_runner or 1)
+    assert trial_params(spec)["num_envs_per_env_runner"] == num_envs_of(spec)
+
+
+def test_a_spec_setting_the_intensity_keeps_it_with_the_vectorised_defaults():
+    spec = spec_of("DQN", config={"training_intensity": 8, "train_batch_size_per_learner": 32})
+    assert flat_defaults_apply(spec) and not holds_update_ratio(spec)
+    ratio, batch, fragment = as_run(spec, {})
+    assert (ratio, batch) == (pytest.approx(8), 32)

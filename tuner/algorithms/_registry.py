@@ -43,6 +43,7 @@ def _entries() -> dict[str, AlgorithmInfo]:
             lstm=bool(entry.get("lstm")),
             preset_config=own.get("config", {}),
             performance_defaults=entry.get("performance_defaults") or {},
+            flat_replay_defaults=entry.get("flat_replay_defaults") or {},
             default_space=_unfixed(spaces.get(name, {}).get("space", {}), own.get("config", {})),
             space_source=spaces.get(name, {}).get("source"),
             warnings=own.get("warnings", []),

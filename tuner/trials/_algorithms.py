@@ -55,6 +55,7 @@ CODE_KEY = "_tuner_code"
 # spec sets the update ratio: the trial then holds RLlib's default ratio (hold_update_ratio).
 HOLD_RATIO_KEY = "_tuner_hold_update_ratio"
 _RATIO_KEYS = ("rollout_fragment_length", "training_intensity")
+_ENVS = "num_envs_per_env_runner"
 
 
 def config_path(key: str, config: dict[str, Any]) -> tuple[str, ...]:
@@ -338,17 +339,78 @@ def seeded_config(config: Any) -> Any:
     return config
 
 
+def _chosen(spec: ExperimentSpec) -> set[str]:
+    """The top-level settings the spec itself picks: its preset, `config`, search space."""
+    entry = registry.get(spec.algorithm)
+    space = {key.split(".", 1)[0] for key in spec.search.space or {}}
+    return set(entry.preset_config) | set(spec.config) | space
+
+
+# RLlib's two single-agent episode buffers, the ones the flat replay path replays as
+_FLAT_BUFFERS = {"EpisodeReplayBuffer", "PrioritizedEpisodeReplayBuffer"}
+_FLAT_BLOCKERS = {"store_buffer_in_checkpoints", "count_steps_by"}
+
+
+def flat_defaults_apply(spec: ExperimentSpec) -> bool:
+    """Whether the spec's trials run with the algorithm's flat_replay_defaults (DQN:
+    vectorised envs) instead of its performance_defaults: they have some, the spec sets
+    neither `rollout_fragment_length` nor `resources.num_envs_per_env_runner`, and, as
+    far as the spec tells, the trials take the flat replay path (_fast_replay.eligible:
+    single-agent, no wrappers, one of RLlib's two episode buffers, a gymnasium env whose
+    spaces it takes). The same answer in the API, the driver and the trial."""
+    if spec.custom_algorithm:
+        return False
+    entry = registry.get(spec.algorithm)
+    if not entry.flat_replay_defaults or spec.resources.num_envs_per_env_runner is not None:
+        return False
+    chosen = _chosen(spec)
+    if "rollout_fragment_length" in chosen or chosen & _FLAT_BLOCKERS:
+        return False
+    if spec.multi_agent is not None or spec.wrappers or spec.module or spec.env_config:
+        return False
+    if any(key.startswith("replay_buffer_config.") for key in spec.search.space or {}):
+        return False
+    buffer = deep_merge(entry.preset_config, spec.config).get("replay_buffer_config") or {}
+    if buffer.get("type", "PrioritizedEpisodeReplayBuffer") not in _FLAT_BUFFERS:
+        return False
+    return _fast_replay.gym_env_fits(spec.env)
+
+
+def _performance_defaults(spec: ExperimentSpec) -> dict[str, Any]:
+    """The performance defaults in force, as config settings (the env count of the flat
+    ones goes to the env runners: num_envs_of)."""
+    entry = registry.get(spec.algorithm)
+    if flat_defaults_apply(spec):
+        return {k: v for k, v in entry.flat_replay_defaults.items() if k != _ENVS}
+    return dict(entry.performance_defaults)
+
+
+def num_envs_of(spec: ExperimentSpec) -> int:
+    """Vectorised envs per env runner: the spec's, the flat_replay_defaults' where they
+    apply, else 1."""
+    if spec.resources.num_envs_per_env_runner is not None:
+        return spec.resources.num_envs_per_env_runner
+    if flat_defaults_apply(spec):
+        return int(registry.get(spec.algorithm).flat_replay_defaults.get(_ENVS, 1))
+    return 1
+
+
 def holds_update_ratio(spec: ExperimentSpec) -> bool:
     """Whether the spec's trials run with a performance default's rollout_fragment_length
     that nothing in the spec (preset, `config`, search space) overrides or pairs with its
     own training_intensity: then each trial holds RLlib's default update ratio."""
     if spec.custom_algorithm:
         return False
-    entry = registry.get(spec.algorithm)
-    if "rollout_fragment_length" not in entry.performance_defaults:
+    if "rollout_fragment_length" not in _performance_defaults(spec):
         return False
-    chosen = set(entry.preset_config) | set(spec.config) | set(spec.search.space or {})
-    return not chosen & set(_RATIO_KEYS)
+    return not _chosen(spec) & set(_RATIO_KEYS)
+
+
+def held_ratio_marker(spec: ExperimentSpec) -> int:
+    """What a trial's HOLD_RATIO_KEY carries: the envs per env runner the spec itself
+    asks for (1 unless it sets resources.num_envs_per_env_runner). The ratio held is
+    RLlib's default for those, not for the envs a performance default adds."""
+    return spec.resources.num_envs_per_env_runner or 1
 
 
 def _auto_fragment(n_step: Any) -> int:
@@ -361,11 +423,14 @@ def hold_update_ratio(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     and the training_intensity that keeps RLlib's default update ratio (samples trained
     per env step): what `rollout_fragment_length: auto` and no training_intensity give,
     total_train_batch_size / (n_step x envs x (env runners + 1)) in RLlib's own formula
-    (dqn.py calculate_rr_weights). The fragment is rounded to a multiple of the auto one,
-    so the updates per sample round come out whole and the ratio exact. Only the order
-    changes: R env steps, then R/n_step updates, instead of alternating them one by one."""
+    (dqn.py calculate_rr_weights), envs being the spec's own (HOLD_RATIO_KEY:
+    held_ratio_marker), not those the flat_replay_defaults add. The fragment is rounded
+    to a multiple of the auto one, so the updates per sample round come out whole and the
+    ratio exact. Only the order changes: R env steps, then R/n_step updates, instead of
+    alternating them one by one."""
     out = {k: v for k, v in config.items() if k != HOLD_RATIO_KEY}
-    if not config.get(HOLD_RATIO_KEY) or out.get("training_intensity"):
+    held = config.get(HOLD_RATIO_KEY)
+    if not held or out.get("training_intensity"):
         return out
     cfg = TRAINABLES[registry.base_algorithm(algorithm)].get_default_config()
     cfg.update_from_dict({k: v for k, v in out.items() if not k.startswith("_tuner")})
@@ -374,7 +439,8 @@ def hold_update_ratio(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     if not isinstance(fragment, int):
         return out
     out["rollout_fragment_length"] = auto * max(1, round(fragment / auto))
-    envs = cfg.num_envs_per_env_runner * max(cfg.num_env_runners + 1, 1)
+    own_envs = cfg.num_envs_per_env_runner if held is True else int(held)
+    envs = own_envs * max(cfg.num_env_runners + 1, 1)
     out["training_intensity"] = cfg.total_train_batch_size / (auto * envs)
     return out
 
@@ -505,7 +571,7 @@ def fixed_settings(spec: ExperimentSpec) -> dict[str, Any]:
     if spec.custom_algorithm:
         return copy.deepcopy(spec.config)
     entry = registry.get(spec.algorithm)
-    fixed = deep_merge(deep_merge(entry.performance_defaults, entry.preset_config), spec.config)
+    fixed = deep_merge(deep_merge(_performance_defaults(spec), entry.preset_config), spec.config)
     if spec.wrappers == "atari" and "conv_filters" not in spec.model:
         model = dict(fixed.get("model_config") or {})
         if "conv_filters" not in model:
@@ -600,7 +666,7 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
     )
     config.env_runners(
         num_env_runners=r.num_env_runners,
-        num_envs_per_env_runner=r.num_envs_per_env_runner,
+        num_envs_per_env_runner=num_envs_of(spec),
         num_cpus_per_env_runner=r.num_cpus_per_env_runner,
         num_gpus_per_env_runner=r.num_gpus_per_env_runner,
     )

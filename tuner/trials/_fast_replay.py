@@ -25,6 +25,7 @@ environment keeps RLlib's path too (for A/B measurements).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -244,6 +245,25 @@ class TransitionBuffer:
         self._next_gid = grow(self._next_gid, self._next_gid)
         if self.alpha is not None:
             self._priority = grow(self._priority, self._priority)
+
+
+@functools.cache
+def gym_env_fits(env_id: str) -> bool:
+    """Whether a gymnasium id (no import path, no namespace such as ALE/) makes an env
+    whose spaces the flat path takes: made once per process, as `tuner validate` makes
+    it. False for anything it cannot make or tell."""
+    if ":" in env_id or "/" in env_id:
+        return False
+    import gymnasium
+
+    try:
+        env = gymnasium.make(env_id)
+    except Exception:  # noqa: BLE001 - an id gymnasium cannot make: not known to fit
+        return False
+    try:
+        return _obs_fits(env.observation_space) and _actions_fit(env.action_space)
+    finally:
+        env.close()
 
 
 def _obs_fits(space: Any) -> bool:

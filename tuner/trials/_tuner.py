@@ -21,6 +21,7 @@ from tuner.trials._algorithms import (
     apply_values,
     build_config,
     code_settings,
+    held_ratio_marker,
     holds_update_ratio,
     sampled_values,
     trainable_for,
@@ -51,7 +52,7 @@ def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
     if code:
         params[CODE_KEY] = code
     if holds_update_ratio(spec):
-        params[HOLD_RATIO_KEY] = True
+        params[HOLD_RATIO_KEY] = held_ratio_marker(spec)
     return params
 
 
