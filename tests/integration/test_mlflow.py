@@ -186,7 +186,8 @@ def test_a_sampled_renamed_key_is_reported_as_rllib_used_it(ray_local, tmp_path)
         "env": "CartPole-v1",
         "config": {
             "num_steps_sampled_before_learning_starts": 32,
-            "min_sample_timesteps_per_iteration": 64,
+            # 8 vectorised envs (the flat path's defaults): 32 steps each, episodes end
+            "min_sample_timesteps_per_iteration": 256,
         },
         "model": {"fcnet_hiddens": [16]},
         "search": {"method": "random", "num_samples": 1},  # no space: DQN's default
