@@ -6,8 +6,8 @@ one trial with the default vs. RLlib's own setting, same env steps, same update 
 
 Prints env steps/s of each and their ratio (ours / RLlib's): DQN on CartPole-v1 with
 its defaults in force (on the flat replay path its flat_replay_defaults: 8 vectorised
-envs x 4 steps a round) and SAC on Pendulum-v1 with `rollout_fragment_length: 32`
-(SAC has no default; kept to show why), against RLlib's `auto` (1 step of 1 env).
+envs x 4 steps a round), against RLlib's `auto` (1 step of 1 env); SAC on Pendulum-v1
+has no default, so both of its arms run RLlib's own settings (a control: ~1.0).
 """
 
 from __future__ import annotations

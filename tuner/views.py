@@ -283,7 +283,7 @@ class AlgorithmInfo(_View):
     flat_replay_defaults: dict[str, Any] = Field(
         default_factory=dict,
         description="Performance defaults used instead of `performance_defaults` where the "
-        "trials take the flat replay path (DQN/SAC), the spec sets neither "
+        "trials take the flat replay path (DQN), the spec sets neither "
         "`rollout_fragment_length` nor `resources.num_envs_per_env_runner`; the update ratio "
         "is held.",
     )

@@ -31,6 +31,9 @@ def _trial(algorithm: str, config: dict, seed: int = 0):
                 **config,
             },
             "model": {"fcnet_hiddens": [16]},
+            # one env: RLlib's path runs fixed updates per round, the flat path counts
+            # the steps sampled; they agree exactly where rounds never overshoot
+            "resources": {"num_envs_per_env_runner": 1},
         }
     )
     return trainable_for(spec)(config={**trial_params(spec), "seed": seed})
@@ -181,3 +184,22 @@ def test_a_sweep_says_which_replay_path_ran_in_mlflow(ray_local, tmp_path):
     child = next(r for r in runs if "mlflow.parentRunId" in r.data.tags)
     # DQN's default prioritized buffer, n_step 1 or 3 from the default space
     assert child.data.tags["tuner.replay"] == "flat"
+
+
+def test_a_trial_given_the_flat_defaults_off_the_flat_path_refuses_to_run(ray_local, monkeypatch):
+    """8 vectorised envs on RLlib's own step would lower the update ratio (its updates per
+    round are fixed, a round overshoots): such a trial stops at once and says what to set."""
+    spec = parse_spec(
+        {
+            "name": "flat-defaults-off-path",
+            "algorithm": "DQN",
+            "env": "CartPole-v1",
+            "config": {"train_batch_size_per_learner": 16},
+            "model": {"fcnet_hiddens": [16]},
+        }
+    )
+    params = {**trial_params(spec), "seed": 0}  # built where the flat path is on
+    assert params["num_envs_per_env_runner"] == 8
+    monkeypatch.setenv("TUNER_FAST_REPLAY", "0")  # the trial's process says otherwise
+    with pytest.raises(Exception, match="resources.num_envs_per_env_runner"):
+        trainable_for(spec)(config=params)

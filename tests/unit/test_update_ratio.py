@@ -21,6 +21,7 @@ from tuner.trials._algorithms import (
     num_envs_of,
     update_ratio,
 )
+from tuner.trials._fast_replay import debt_for
 from tuner.trials._tuner import trial_params
 
 # every algorithm and preset whose trials sample in rounds (DQN and its presets); SAC has
@@ -99,6 +100,17 @@ def test_the_rest_have_no_ratio_to_hold():
         )  # RLlib's own
 
 
+def as_run_flat(spec, overrides: dict) -> tuple:
+    """as_run for a trial on the flat replay path, whose updates follow the env steps
+    really sampled at the config's exact rate (_fast_replay.debt_for)."""
+    params = hold_update_ratio({**trial_params(spec), **overrides}, spec.algorithm)
+    params = {k: v for k, v in params.items() if not k.startswith("_tuner")}
+    cfg = TRAINABLES[spec.base_algorithm].get_default_config().update_from_dict(params)
+    debt = debt_for(cfg)
+    ratio = debt.train_weight / debt.steps_per_round * cfg.total_train_batch_size
+    return ratio, cfg.total_train_batch_size, cfg.get_rollout_fragment_length()
+
+
 def rllib_default_one_env(spec, overrides: dict) -> tuple:
     """RLlib's own ratio for the spec as written (auto fragment, no intensity, its own
     env count: 1 when it sets none)."""
@@ -121,12 +133,13 @@ def test_vectorised_flat_defaults_keep_the_ratio_of_the_specs_own_env_count(algo
         assert num_envs_of(spec) == flat["num_envs_per_env_runner"]
         params = {**trial_params(spec), "_train_batch_size_per_learner": batch}
         assert params["num_envs_per_env_runner"] == flat["num_envs_per_env_runner"]
-        ratio, train_batch, fragment = as_run(spec, {"_train_batch_size_per_learner": batch})
+        ratio, train_batch, fragment = as_run_flat(spec, {"_train_batch_size_per_learner": batch})
         want_ratio, want_batch = rllib_default_one_env(
             spec, {"train_batch_size_per_learner": batch}
         )
         assert train_batch == want_batch == batch
         assert ratio == pytest.approx(want_ratio, rel=1e-9), (batch, runners)
+        assert fragment == flat["rollout_fragment_length"]  # reported = run (no rounding)
         assert fragment * num_envs_of(spec) >= 24  # 24+ env steps per sample round
 
 
@@ -144,6 +157,14 @@ def test_vectorised_flat_defaults_keep_the_ratio_of_the_specs_own_env_count(algo
             "another buffer",
         ),
         ({"config": {"store_buffer_in_checkpoints": True}}, "buffer in checkpoints"),
+        ({"config": {"batch_mode": "complete_episodes"}}, "rounds of whole episodes"),
+        ({"config": {"add_default_connectors_to_learner_pipeline": False}}, "own connectors"),
+        ({"model": {"use_lstm": True}}, "a recurrent module"),
+        (
+            {"search": {"space": {"replay_buffer_config": {"choice": [{"capacity": 10}]}}}},
+            "a searched buffer",
+        ),
+        ({"search": {"space": {"env_config.x": {"choice": [1, 2]}}}}, "a searched env_config"),
     ],
 )
 def test_flat_defaults_only_where_the_flat_path_runs_and_the_spec_leaves_them(patch, why):
@@ -156,5 +177,23 @@ def test_flat_defaults_only_where_the_flat_path_runs_and_the_spec_leaves_them(pa
 def test_a_spec_setting_the_intensity_keeps_it_with_the_vectorised_defaults():
     spec = spec_of("DQN", config={"training_intensity": 8, "train_batch_size_per_learner": 32})
     assert flat_defaults_apply(spec) and not holds_update_ratio(spec)
-    ratio, batch, fragment = as_run(spec, {})
+    ratio, batch, fragment = as_run_flat(spec, {})
     assert (ratio, batch) == (pytest.approx(8), 32)
+
+
+def test_the_switch_that_turns_the_flat_path_off_turns_its_defaults_off(monkeypatch):
+    monkeypatch.setenv("TUNER_FAST_REPLAY", "0")
+    spec = spec_of("DQN")
+    assert not flat_defaults_apply(spec)
+    assert trial_params(spec)["num_envs_per_env_runner"] == 1
+    assert trial_params(spec)["rollout_fragment_length"] == 32  # the 1-env default
+
+
+def test_evaluation_keeps_the_specs_own_env_count():
+    spec = spec_of("DQN", evaluation={"interval": 1, "duration": 10})
+    assert flat_defaults_apply(spec)
+    cfg = build_config(spec)
+    assert cfg.num_envs_per_env_runner == 8
+    assert cfg.get_evaluation_config_object().num_envs_per_env_runner == 1
+    own = spec_of("DQN", evaluation={"interval": 1}, resources={"num_envs_per_env_runner": 4})
+    assert build_config(own).get_evaluation_config_object().num_envs_per_env_runner == 4

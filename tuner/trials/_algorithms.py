@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,9 @@ CODE_KEY = "_tuner_code"
 # Set when a performance default's rollout_fragment_length is in force and nothing in the
 # spec sets the update ratio: the trial then holds RLlib's default ratio (hold_update_ratio).
 HOLD_RATIO_KEY = "_tuner_hold_update_ratio"
+# Set when the algorithm's flat_replay_defaults are in force (flat_defaults_apply): the
+# trial must then take the flat replay path, which counts its updates exactly.
+FLAT_DEFAULTS_KEY = "_tuner_flat_defaults"
 _RATIO_KEYS = ("rollout_fragment_length", "training_intensity")
 _ENVS = "num_envs_per_env_runner"
 
@@ -201,6 +205,10 @@ class _SweepTrialMixin:
             config = with_user_code(config)
         if isinstance(config, dict) and HOLD_RATIO_KEY in config:
             config = hold_update_ratio(config, type(self).__name__.removeprefix("Tuner"))
+        self._flat_defaults = False
+        if isinstance(config, dict) and FLAT_DEFAULTS_KEY in config:
+            config = dict(config)
+            self._flat_defaults = bool(config.pop(FLAT_DEFAULTS_KEY))
         super().__init__(config=config, env=env, **kwargs)
 
     @classmethod
@@ -250,6 +258,14 @@ class _SweepTrialMixin:
                 self._replay_path = "flat"
             else:
                 self._replay_path = f"rllib ({why})"
+                if getattr(self, "_flat_defaults", False):
+                    # RLlib's own step would run a fixed number of updates per vectorised
+                    # round, which overshoots: the update ratio the defaults hold breaks
+                    raise ValueError(
+                        "the flat replay defaults (vectorised envs) were applied but this "
+                        f"trial cannot take the flat replay path ({why}); set "
+                        "resources.num_envs_per_env_runner in the spec"
+                    )
             logger.info("replay path: %s", self._replay_path)
 
     def training_step(self) -> Any:
@@ -348,7 +364,16 @@ def _chosen(spec: ExperimentSpec) -> set[str]:
 
 # RLlib's two single-agent episode buffers, the ones the flat replay path replays as
 _FLAT_BUFFERS = {"EpisodeReplayBuffer", "PrioritizedEpisodeReplayBuffer"}
-_FLAT_BLOCKERS = {"store_buffer_in_checkpoints", "count_steps_by"}
+# settings that keep a trial off the flat path (or may: _fast_replay.eligible)
+_FLAT_BLOCKERS = {
+    "store_buffer_in_checkpoints",
+    "count_steps_by",
+    "batch_mode",
+    "add_default_connectors_to_learner_pipeline",
+    "learner_connector",
+    "env_to_module_connector",
+    "module_to_env_connector",
+}
 
 
 def flat_defaults_apply(spec: ExperimentSpec) -> bool:
@@ -368,7 +393,12 @@ def flat_defaults_apply(spec: ExperimentSpec) -> bool:
         return False
     if spec.multi_agent is not None or spec.wrappers or spec.module or spec.env_config:
         return False
-    if any(key.startswith("replay_buffer_config.") for key in spec.search.space or {}):
+    if spec.model.get("use_lstm") or os.environ.get(_fast_replay.SWITCH, "1") == "0":
+        return False
+    if any(
+        key.startswith(("replay_buffer_config", "env_config.", "model.use_lstm"))
+        for key in spec.search.space or {}
+    ):
         return False
     buffer = deep_merge(entry.preset_config, spec.config).get("replay_buffer_config") or {}
     if buffer.get("type", "PrioritizedEpisodeReplayBuffer") not in _FLAT_BUFFERS:
@@ -430,6 +460,7 @@ def hold_update_ratio(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     alternating them one by one."""
     out = {k: v for k, v in config.items() if k != HOLD_RATIO_KEY}
     held = config.get(HOLD_RATIO_KEY)
+    exact = bool(config.get(FLAT_DEFAULTS_KEY))  # the flat path counts updates exactly
     if not held or out.get("training_intensity"):
         return out
     cfg = TRAINABLES[registry.base_algorithm(algorithm)].get_default_config()
@@ -438,7 +469,8 @@ def hold_update_ratio(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     fragment = out.get("rollout_fragment_length")
     if not isinstance(fragment, int):
         return out
-    out["rollout_fragment_length"] = auto * max(1, round(fragment / auto))
+    if not exact:  # RLlib's round robin: whole updates per round
+        out["rollout_fragment_length"] = auto * max(1, round(fragment / auto))
     own_envs = cfg.num_envs_per_env_runner if held is True else int(held)
     envs = own_envs * max(cfg.num_env_runners + 1, 1)
     out["training_intensity"] = cfg.total_train_batch_size / (auto * envs)
@@ -685,5 +717,10 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
             evaluation_duration=spec.evaluation.duration,
             evaluation_duration_unit="episodes",
         )
+        if num_envs_of(spec) != (r.num_envs_per_env_runner or 1):
+            # evaluation keeps the spec's own env count: RLlib's episode-count evaluation
+            # over parallel envs returns the first episodes to end, the shorter ones
+            own = {_ENVS: r.num_envs_per_env_runner or 1}
+            config.evaluation(evaluation_config={**own, **(config.evaluation_config or {})})
     config.debugging(seed=spec.seed)
     return config

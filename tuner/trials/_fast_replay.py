@@ -247,15 +247,17 @@ class TransitionBuffer:
             self._priority = grow(self._priority, self._priority)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)
 def gym_env_fits(env_id: str) -> bool:
-    """Whether a gymnasium id (no import path, no namespace such as ALE/) makes an env
-    whose spaces the flat path takes: made once per process, as `tuner validate` makes
-    it. False for anything it cannot make or tell."""
+    """Whether an id in gymnasium's registry (no import path, no namespace such as ALE/)
+    makes an env whose spaces the flat path takes: made once per process, as `tuner
+    validate` makes it. False for anything it cannot make or tell."""
     if ":" in env_id or "/" in env_id:
         return False
     import gymnasium
 
+    if env_id not in gymnasium.registry:
+        return False
     try:
         env = gymnasium.make(env_id)
     except Exception:  # noqa: BLE001 - an id gymnasium cannot make: not known to fit
@@ -331,6 +333,7 @@ def eligible(algo: Any) -> str | None:
         or config._env_to_module_connector is not None
         or not config.add_default_connectors_to_learner_pipeline,
         "steps counted by agent": config.count_steps_by != "env_steps",
+        "complete episodes per round": config.batch_mode != "truncate_episodes",
     }
     found = [why for why, yes in reasons.items() if yes]
     if found:
@@ -344,11 +347,10 @@ def eligible(algo: Any) -> str | None:
 
 
 class UpdateDebt:
-    """How many updates the env steps sampled so far call for, at the rate RLlib's round
-    robin plans: `train_weight` updates per `store_weight` sample rounds of
-    `rollout_fragment_length x num_envs_per_env_runner` env steps on each env runner
-    (dqn.py calculate_rr_weights). RLlib runs `train_weight` updates per round whatever
-    the round sampled; vectorised envs sample up to `num_envs - 1` steps more where an
+    """How many updates the env steps sampled so far call for, at `train_weight` updates
+    per `steps_per_round` env steps (debt_for: the config's training_intensity, else
+    RLlib's round robin, dqn.py calculate_rr_weights). RLlib runs its updates per round
+    whatever the round sampled; vectorised envs sample up to `num_envs - 1` steps more where an
     episode resets in the round (a reset is not a step, sample() stops at the first
     vector step past the fragment), which would lower the update ratio. Counting from
     the steps actually sampled keeps it exact; integer arithmetic, so nothing drifts."""
@@ -369,16 +371,29 @@ class UpdateDebt:
 
 
 def debt_for(config: Any) -> UpdateDebt:
-    """The update rate of a DQN/SAC config as RLlib's round robin plans it."""
-    from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
+    """The update rate of a DQN/SAC config: RLlib's round robin (dqn.py
+    calculate_rr_weights: training_intensity over its native ratio, updates per round of
+    `rollout_fragment_length x num_envs_per_env_runner` env steps per env runner), without
+    its rounding to whole updates per round (the same wherever that divides evenly, as
+    RLlib's own defaults and held ratios do); one update per round without an intensity."""
+    from fractions import Fraction
 
-    store_weight, train_weight = calculate_rr_weights(config)
     per_round = (
         config.get_rollout_fragment_length()
         * config.num_envs_per_env_runner
         * max(config.num_env_runners, 1)
     )
-    return UpdateDebt(train_weight, store_weight * per_round)
+    if not config.training_intensity:
+        return UpdateDebt(1, per_round)
+    native = Fraction(
+        config.total_train_batch_size,
+        config.get_rollout_fragment_length()
+        * config.num_envs_per_env_runner
+        * max(config.num_env_runners + 1, 1),
+    )
+    intensity = Fraction(config.training_intensity).limit_denominator(10**6)
+    rate = intensity / native / per_round  # updates per env step
+    return UpdateDebt(rate.numerator, rate.denominator)
 
 
 def training_step(algo: Any, buffer: TransitionBuffer, debt: UpdateDebt) -> None:

@@ -17,10 +17,12 @@ from tuner.spec import ExperimentSpec
 from tuner.trials._algorithms import (
     CODE_KEY,
     CONFIRM_KEY,
+    FLAT_DEFAULTS_KEY,
     HOLD_RATIO_KEY,
     apply_values,
     build_config,
     code_settings,
+    flat_defaults_apply,
     held_ratio_marker,
     holds_update_ratio,
     sampled_values,
@@ -53,6 +55,8 @@ def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
         params[CODE_KEY] = code
     if holds_update_ratio(spec):
         params[HOLD_RATIO_KEY] = held_ratio_marker(spec)
+    if flat_defaults_apply(spec):
+        params[FLAT_DEFAULTS_KEY] = True
     return params
 
 
