@@ -203,3 +203,37 @@ def test_a_trial_given_the_flat_defaults_off_the_flat_path_refuses_to_run(ray_lo
     monkeypatch.setenv("TUNER_FAST_REPLAY", "0")  # the trial's process says otherwise
     with pytest.raises(Exception, match="resources.num_envs_per_env_runner"):
         trainable_for(spec)(config=params)
+
+
+def test_sac_with_sb3_shaped_q_networks_trains_on_the_flat_path(ray_local):
+    """`model.q_encoder: concat` (tuner/trials/_sac_model.py) in a real trial: SB3's
+    network shapes, finite losses, RLlib's update ratio."""
+    spec = parse_spec(
+        {
+            "name": "sac-concat",
+            "algorithm": "SAC",
+            "env": "Pendulum-v1",
+            "config": {
+                "train_batch_size_per_learner": 16,
+                "training_intensity": 16,
+                "num_steps_sampled_before_learning_starts": 0,
+                "min_sample_timesteps_per_iteration": 32,
+                "min_time_s_per_iteration": 0,
+                "replay_buffer_config": UNIFORM,
+            },
+            "model": {"fcnet_hiddens": [32, 32], "head_fcnet_hiddens": [], "q_encoder": "concat"},
+        }
+    )
+    algo = trainable_for(spec)(config={**trial_params(spec), "seed": 0})
+    try:
+        module = algo.learner_group._learner.module["default_policy"]
+        assert type(module.qf_encoder).__name__ == "ConcatQEncoder"
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert result["tuner"]["replay"] == "flat"
+    losses = {k: v for k, v in result["learners"]["default_policy"].items() if "loss" in k}
+    assert losses and all(math.isfinite(v) for v in losses.values()), losses
+    sampled = result["num_env_steps_sampled_lifetime"]
+    trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
+    assert trained == 16 * sampled

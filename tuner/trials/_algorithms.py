@@ -35,6 +35,7 @@ from tuner.spec import ExperimentSpec, MultiAgentSpec
 from tuner.trials import _fast_replay
 from tuner.trials._envs import env_config_for, split_env_name
 from tuner.trials._envs import env_name as _env_name
+from tuner.trials._sac_model import TunerSACConfig
 
 logger = logging.getLogger(__name__)
 
@@ -544,7 +545,11 @@ class TunerDQN(_SweepTrialMixin, DQN):
 
 
 class TunerSAC(_SweepTrialMixin, SAC):
-    """SAC as a sweep trial."""
+    """SAC as a sweep trial; its RLModule builds with TunerSACCatalog (`model.q_encoder`)."""
+
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        return TunerSACConfig(algo_class=cls)
 
 
 TRAINABLES: dict[str, type[Algorithm]] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tuner._code_refs import check_code_refs, check_space_code_refs, module_allowed
 from tuner.search_spaces import Domain, resolve_space
@@ -21,6 +22,7 @@ from tuner.trials._algorithms import (
     rllib_keys,
 )
 from tuner.trials._envs import check_env
+from tuner.trials._sac_model import Q_ENCODER, Q_ENCODERS
 from tuner.trials._schedulers import PB2_KINDS
 
 # Spec sections own these; setting them under `config` would fight the spec.
@@ -197,6 +199,7 @@ def validate_spec(
                     msg=f"unknown RLlib {spec.base_algorithm} setting",
                 )
             )
+    issues += q_encoder_issues(spec, space)
     issues += population_issues(spec, space)
     if issues:
         raise SpecError(issues)
@@ -224,6 +227,31 @@ def validate_spec(
             metric=spec.metric,
         )
     return warnings
+
+
+def q_encoder_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
+    """`model.q_encoder` (tuner/trials/_sac_model.py): SAC only, one of its values, fixed
+    or searched (as a choice or grid)."""
+    found: list[tuple[str, Any]] = []
+    if Q_ENCODER in spec.model:
+        found.append((f"model.{Q_ENCODER}", spec.model[Q_ENCODER]))
+    dom = space.get(MODEL_PREFIX + Q_ENCODER)
+    if dom is not None:
+        loc = f"search.space.{MODEL_PREFIX}{Q_ENCODER}"
+        values = dom.choice if dom.choice is not None else dom.grid
+        if values is None:
+            return [SpecIssue(loc=loc, value=str(dom), msg="search it as a choice or grid")]
+        found += [(loc, v) for v in values]
+    issues = []
+    for loc, value in found:
+        if spec.base_algorithm != "SAC":
+            msg = f"a SAC setting (its Q-network's inputs); {spec.base_algorithm} has none"
+        elif value not in Q_ENCODERS:
+            msg = f"must be one of {', '.join(Q_ENCODERS)}"
+        else:
+            continue
+        issues.append(SpecIssue(loc=loc, value=value, msg=msg))
+    return issues
 
 
 def population_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:

@@ -1,0 +1,79 @@
+"""SAC's Q-network with the observation and action concatenated into one MLP: the shape
+of stable-baselines3's (and of the SAC paper's) critic, chosen with `model: {q_encoder:
+concat}`.
+
+RLlib 2.60's SAC encodes the observation and the action in separate streams, then fuses
+them (a `MultiStreamEncoder`): with SB3's [256, 256] that is 2.3x SB3's parameters, and
+on small envs the learner update, which dominates a SAC trial, costs as much more. With
+`q_encoder: concat`, each Q-network is one MLP over [obs, action] with `fcnet_hiddens`
+(as RLlib builds the policy's encoder), then the Q head (`head_fcnet_hiddens`): with
+`fcnet_hiddens: [256, 256]` and `head_fcnet_hiddens: []`, exactly SB3's default SAC
+networks. The default (`multi_stream`) is RLlib's own. The trainable always uses this
+catalog (tuner/trials/_algorithms.py TunerSAC); it changes nothing unless the key is set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.rllib.algorithms.sac.sac import SACConfig
+from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.configs import MLPEncoderConfig
+
+Q_ENCODER = "q_encoder"  # the model_config key
+Q_ENCODERS = ("multi_stream", "concat")  # RLlib's own, and one MLP over [obs, action]
+
+
+def _concat_encoder_class() -> type:
+    import torch
+
+    class ConcatQEncoder(torch.nn.Module):
+        """Runs the MLP encoder on [obs, action] concatenated on the last axis."""
+
+        def __init__(self, mlp: torch.nn.Module) -> None:
+            super().__init__()
+            self.mlp = mlp
+
+        def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
+            joint = torch.cat([batch[Columns.OBS], batch[Columns.ACTIONS]], dim=-1)
+            return self.mlp({Columns.OBS: joint})
+
+    return ConcatQEncoder
+
+
+class TunerSACCatalog(SACCatalog):
+    """SACCatalog, with `model_config["q_encoder"] == "concat"` building each Q-network's
+    encoder as one MLP over the concatenated flat observation and action."""
+
+    def _build_qf_encoder_continuous(self, framework: str) -> Any:
+        kind = self._model_config_dict.get(Q_ENCODER) or "multi_stream"
+        if kind not in Q_ENCODERS:
+            raise ValueError(f"model.q_encoder must be one of {Q_ENCODERS}, got {kind!r}")
+        if kind == "multi_stream":
+            return super()._build_qf_encoder_continuous(framework)
+        obs_shape = tuple(getattr(self.observation_space, "shape", None) or ())
+        if len(obs_shape) != 1 or framework != "torch":
+            raise ValueError(
+                "model.q_encoder: concat needs flat (1-D) Box observations and torch, got "
+                f"{self.observation_space} ({framework})"
+            )
+        hiddens = list(self._model_config_dict["fcnet_hiddens"])
+        activation = self._model_config_dict["fcnet_activation"]
+        mlp = MLPEncoderConfig(
+            input_dims=[obs_shape[0] + int(self.action_space.shape[0])],
+            hidden_layer_dims=hiddens[:-1],
+            hidden_layer_activation=activation,
+            output_layer_dim=self.latent_dims[0],
+            output_layer_activation=activation,
+        ).build(framework=framework)
+        return _concat_encoder_class()(mlp)
+
+
+class TunerSACConfig(SACConfig):
+    """SACConfig whose default RLModule builds with TunerSACCatalog."""
+
+    def get_default_rl_module_spec(self) -> Any:
+        spec = super().get_default_rl_module_spec()
+        spec.catalog_class = TunerSACCatalog
+        return spec
