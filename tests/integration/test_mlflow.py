@@ -225,6 +225,11 @@ def test_a_sampled_renamed_key_is_reported_as_rllib_used_it(ray_local, tmp_path)
         assert (used[key] if key in used else used[f"_{key}"]) == value, key
         assert json.loads(params[key]) == value, (key, params[key])
     assert used["_train_batch_size_per_learner"] == sampled["train_batch_size_per_learner"]
+    # what the trial set beyond the spec is a param too, as RLlib ran it: the flat path's
+    # 8 envs x 4-step rounds and the training_intensity holding RLlib's 1-env ratio
+    assert used["num_envs_per_env_runner"] == 8
+    for key in ("num_envs_per_env_runner", "rollout_fragment_length", "training_intensity"):
+        assert float(params[f"fixed.{key}"]) == pytest.approx(used[key]), key
 
 
 def test_a_server_start_that_fails_leaves_no_mlflow_ui_behind(tmp_path, monkeypatch):

@@ -24,6 +24,8 @@ from tuner import mlflow_names as names
 from tuner.spec import POPULATION_SCHEDULERS, ExperimentSpec
 from tuner.trials._algorithms import (
     CONFIRM_KEY,
+    FLAT_DEFAULTS_KEY,
+    HOLD_RATIO_KEY,
     apply_values,
     fixed_settings,
     hold_update_ratio,
@@ -249,17 +251,22 @@ class MLflowTracker(Callback):
             params[names.PARAM_CALLBACKS] = ",".join(spec.callbacks)
         if spec.module:
             params[names.PARAM_MODULE] = spec.module
-        params.update(
-            {f"{names.FIXED_PREFIX}{k}": v for k, v in flatten(fixed_settings(spec)).items()}
-        )
+        fixed = fixed_settings(spec)
+        params.update({f"{names.FIXED_PREFIX}{k}": v for k, v in flatten(fixed).items()})
         params.update(sampled)
-        self.runs.log(run.info.run_id, params=params)
         config = {k: v for k, v in trial.config.items() if not k.startswith("__")}
         confirm = config.pop(CONFIRM_KEY, None)
         if isinstance(confirm, dict):  # what the confirmation trial really ran with
             config = apply_values(config, confirm["values"])
             config["seed"] = confirm["seed"]
+        held = HOLD_RATIO_KEY in config and not config.get("training_intensity")
+        flat = bool(config.get(FLAT_DEFAULTS_KEY))
         config = hold_update_ratio(config, spec.algorithm)  # as the trial sets it
+        # what the trial sets beyond the spec: the held ratio, the flat path's env count
+        for key, derived in (("training_intensity", held), ("num_envs_per_env_runner", flat)):
+            if derived and key in config:
+                params[f"{names.FIXED_PREFIX}{key}"] = config[key]
+        self.runs.log(run.info.run_id, params=params)
         self.client.log_text(
             run.info.run_id,
             json.dumps(config, indent=1, default=str),
