@@ -49,6 +49,27 @@ def test_a_taken_dashboard_port_is_retried_on_fresh_ports(tmp_path, monkeypatch,
         shutil.rmtree(head.temp_dir, ignore_errors=True)
 
 
+def test_one_port_handed_out_twice_never_reaches_ray(tmp_path, monkeypatch):
+    """A port picked free and released can come back from the OS at the next pick: a full
+    suite run gave the GCS and the dashboard one port and `ray start` exited ("used by
+    other components"). The head's ports are distinct whatever the picks return."""
+    real_free_port = _head._free_port
+    twice = real_free_port()
+    picks = iter([twice, twice, twice])
+    monkeypatch.setattr(_head, "_free_port", lambda: next(picks, None) or real_free_port())
+
+    settings = Settings(data_dir=tmp_path / "data")
+    settings.data_path.mkdir(parents=True)
+    head = EmbeddedHead(settings)
+    try:
+        url = head.start(num_cpus=1, deadline=time.monotonic() + 120, attempts=1)
+        assert dashboard_up(url)
+        assert not url.endswith(f":{twice}")  # the GCS has it, the dashboard another
+    finally:
+        head.stop()
+        shutil.rmtree(head.temp_dir, ignore_errors=True)
+
+
 def test_a_head_that_keeps_exiting_is_an_error_with_its_log(tmp_path, monkeypatch):
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

@@ -232,3 +232,30 @@ def test_the_supervisor_never_takes_a_server_error_for_a_dead_driver(tmp_path):
         )
     finally:
         store.close()
+
+
+def test_head_ports_are_distinct_even_when_the_os_repeats_one(monkeypatch):
+    from tuner.launcher import _head
+
+    picks = iter([5001, 5001, 5002, 5001, 5003])
+    monkeypatch.setattr(_head, "_free_port", lambda: next(picks))
+    assert _head.distinct_free_ports(3) == [5001, 5002, 5003]
+
+
+@pytest.mark.parametrize(
+    "tail, conflict",
+    [
+        (
+            "ValueError: Ray component dashboard is trying to use a port number 42189 that is "
+            "used by other components.",
+            True,
+        ),
+        ("Failed to bind: Address already in use", True),
+        ("The port 8265 is already occupied", True),
+        ("RuntimeError: no token found; run ray get-auth-token --generate", False),
+    ],
+)
+def test_a_head_exit_over_a_port_is_recognised(tail, conflict):
+    from tuner.launcher._head import port_conflict
+
+    assert port_conflict(tail) is conflict

@@ -35,6 +35,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def distinct_free_ports(n: int) -> list[int]:
+    """`n` free ports, no two the same: each is picked free and released at once, so the
+    OS can hand the same one out twice (a full suite run gave Ray's GCS and dashboard one
+    port, and `ray start` refused it)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = _free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+# what `ray start` logs when a port it was given is taken (by another process, or given
+# to two of its own components): the head is then started again on fresh ports
+_PORT_CONFLICTS = ("already in use", "already occupied", "used by other components")
+
+
+def port_conflict(log_tail: str) -> bool:
+    """Whether a head's log says it exited over a port."""
+    return any(marker in log_tail.lower() for marker in _PORT_CONFLICTS)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -147,8 +169,7 @@ class EmbeddedHead:
                     f"the embedded Ray head did not answer before its deadline; "
                     f"see {logpath}:\n{tail}"
                 )
-            port_taken = any(w in tail.lower() for w in ("already in use", "already occupied"))
-            if not port_taken or attempt >= attempts or time.monotonic() > deadline:
+            if not port_conflict(tail) or attempt >= attempts or time.monotonic() > deadline:
                 raise RuntimeError(
                     f"the embedded Ray head exited with code {exit_code} "
                     f"({attempt} attempts); see {logpath}:\n{tail}"
@@ -167,7 +188,7 @@ class EmbeddedHead:
     ) -> tuple[str | None, int | None]:
         """One `ray start`: (dashboard URL, None) once it answers, (None, exit code) if
         it exited, (None, None) if the deadline passed (the head is stopped then)."""
-        port, dash = _free_port(), _free_port()
+        port, dash, agent = distinct_free_ports(3)
         cmd = [
             str(Path(sys.executable).with_name("ray")),
             "start",
@@ -179,7 +200,7 @@ class EmbeddedHead:
             "--include-dashboard=true",
             "--disable-usage-stats",
             # the agent's default port (52365) is taken by any other Ray on this host
-            f"--dashboard-agent-listen-port={_free_port()}",
+            f"--dashboard-agent-listen-port={agent}",
             # A temp dir of its own: Ray's "auto" address (which a Ray Job's driver is
             # given) reads the newest cluster from <temp dir>/ray_current_cluster, so in
             # the shared /tmp/ray another Ray started later on this host would capture
