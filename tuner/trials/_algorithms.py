@@ -259,7 +259,7 @@ class _SweepTrialMixin:
                 self._replay_path = "flat"
             else:
                 self._replay_path = f"rllib ({why})"
-                if getattr(self, "_flat_defaults", False):
+                if self._flat_defaults:
                     # RLlib's own step would run a fixed number of updates per vectorised
                     # round, which overshoots: the update ratio the defaults hold breaks
                     raise ValueError(
@@ -419,11 +419,9 @@ def _performance_defaults(spec: ExperimentSpec) -> dict[str, Any]:
 def num_envs_of(spec: ExperimentSpec) -> int:
     """Vectorised envs per env runner: the spec's, the flat_replay_defaults' where they
     apply, else 1."""
-    if spec.resources.num_envs_per_env_runner is not None:
-        return spec.resources.num_envs_per_env_runner
-    if flat_defaults_apply(spec):
+    if spec.resources.num_envs_per_env_runner is None and flat_defaults_apply(spec):
         return int(registry.get(spec.algorithm).flat_replay_defaults.get(_ENVS, 1))
-    return 1
+    return own_num_envs(spec)
 
 
 def holds_update_ratio(spec: ExperimentSpec) -> bool:
@@ -437,10 +435,11 @@ def holds_update_ratio(spec: ExperimentSpec) -> bool:
     return not _chosen(spec) & set(_RATIO_KEYS)
 
 
-def held_ratio_marker(spec: ExperimentSpec) -> int:
-    """What a trial's HOLD_RATIO_KEY carries: the envs per env runner the spec itself
-    asks for (1 unless it sets resources.num_envs_per_env_runner). The ratio held is
-    RLlib's default for those, not for the envs a performance default adds."""
+def own_num_envs(spec: ExperimentSpec) -> int:
+    """The envs per env runner the spec itself asks for (1 unless it sets
+    resources.num_envs_per_env_runner): what a trial's HOLD_RATIO_KEY carries (the ratio
+    held is RLlib's default for those, not for the envs a performance default adds) and
+    what evaluation runs on."""
     return spec.resources.num_envs_per_env_runner or 1
 
 
@@ -455,7 +454,7 @@ def hold_update_ratio(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     per env step): what `rollout_fragment_length: auto` and no training_intensity give,
     total_train_batch_size / (n_step x envs x (env runners + 1)) in RLlib's own formula
     (dqn.py calculate_rr_weights), envs being the spec's own (HOLD_RATIO_KEY:
-    held_ratio_marker), not those the flat_replay_defaults add. The fragment is rounded
+    own_num_envs), not those the flat_replay_defaults add. The fragment is rounded
     to a multiple of the auto one, so the updates per sample round come out whole and the
     ratio exact. Only the order changes: R env steps, then R/n_step updates, instead of
     alternating them one by one."""
@@ -697,13 +696,14 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
     code = code_settings(spec)
     config.update_from_dict({k: v for k, v in fixed.items() if k not in code})
     r = spec.resources
+    envs = num_envs_of(spec)
     config.environment(
         env=env_name or _env_name(spec.env, spec.wrappers),
         env_config=env_config_for(spec.env_config, spec.wrappers),
     )
     config.env_runners(
         num_env_runners=r.num_env_runners,
-        num_envs_per_env_runner=num_envs_of(spec),
+        num_envs_per_env_runner=envs,
         num_cpus_per_env_runner=r.num_cpus_per_env_runner,
         num_gpus_per_env_runner=r.num_gpus_per_env_runner,
     )
@@ -722,10 +722,10 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
             evaluation_duration=spec.evaluation.duration,
             evaluation_duration_unit="episodes",
         )
-        if num_envs_of(spec) != (r.num_envs_per_env_runner or 1):
+        if envs != own_num_envs(spec):
             # evaluation keeps the spec's own env count: RLlib's episode-count evaluation
             # over parallel envs returns the first episodes to end, the shorter ones
-            own = {_ENVS: r.num_envs_per_env_runner or 1}
+            own = {_ENVS: own_num_envs(spec)}
             config.evaluation(evaluation_config={**own, **(config.evaluation_config or {})})
     config.debugging(seed=spec.seed)
     return config

@@ -378,19 +378,12 @@ def debt_for(config: Any) -> UpdateDebt:
     RLlib's own defaults and held ratios do); one update per round without an intensity."""
     from fractions import Fraction
 
-    per_round = (
-        config.get_rollout_fragment_length()
-        * config.num_envs_per_env_runner
-        * max(config.num_env_runners, 1)
-    )
+    per_runner = config.get_rollout_fragment_length() * config.num_envs_per_env_runner
+    per_round = per_runner * max(config.num_env_runners, 1)
     if not config.training_intensity:
         return UpdateDebt(1, per_round)
-    native = Fraction(
-        config.total_train_batch_size,
-        config.get_rollout_fragment_length()
-        * config.num_envs_per_env_runner
-        * max(config.num_env_runners + 1, 1),
-    )
+    # RLlib's native ratio counts the local env runner too (env runners + 1)
+    native = Fraction(config.total_train_batch_size, per_runner * (config.num_env_runners + 1))
     intensity = Fraction(config.training_intensity).limit_denominator(10**6)
     rate = intensity / native / per_round  # updates per env step
     return UpdateDebt(rate.numerator, rate.denominator)

@@ -251,8 +251,9 @@ class MLflowTracker(Callback):
             params[names.PARAM_CALLBACKS] = ",".join(spec.callbacks)
         if spec.module:
             params[names.PARAM_MODULE] = spec.module
-        fixed = fixed_settings(spec)
-        params.update({f"{names.FIXED_PREFIX}{k}": v for k, v in flatten(fixed).items()})
+        params.update(
+            {f"{names.FIXED_PREFIX}{k}": v for k, v in flatten(fixed_settings(spec)).items()}
+        )
         params.update(sampled)
         config = {k: v for k, v in trial.config.items() if not k.startswith("__")}
         confirm = config.pop(CONFIRM_KEY, None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from ray.rllib.algorithms.sac.sac import SACConfig
 from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
 from ray.rllib.core.columns import Columns
@@ -25,21 +26,16 @@ Q_ENCODER = "q_encoder"  # the model_config key
 Q_ENCODERS = ("multi_stream", "concat")  # RLlib's own, and one MLP over [obs, action]
 
 
-def _concat_encoder_class() -> type:
-    import torch
+class ConcatQEncoder(torch.nn.Module):
+    """Runs the MLP encoder on [obs, action] concatenated on the last axis."""
 
-    class ConcatQEncoder(torch.nn.Module):
-        """Runs the MLP encoder on [obs, action] concatenated on the last axis."""
+    def __init__(self, mlp: torch.nn.Module) -> None:
+        super().__init__()
+        self.mlp = mlp
 
-        def __init__(self, mlp: torch.nn.Module) -> None:
-            super().__init__()
-            self.mlp = mlp
-
-        def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
-            joint = torch.cat([batch[Columns.OBS], batch[Columns.ACTIONS]], dim=-1)
-            return self.mlp({Columns.OBS: joint})
-
-    return ConcatQEncoder
+    def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
+        joint = torch.cat([batch[Columns.OBS], batch[Columns.ACTIONS]], dim=-1)
+        return self.mlp({Columns.OBS: joint})
 
 
 class TunerSACCatalog(SACCatalog):
@@ -67,7 +63,7 @@ class TunerSACCatalog(SACCatalog):
             output_layer_dim=self.latent_dims[0],
             output_layer_activation=activation,
         ).build(framework=framework)
-        return _concat_encoder_class()(mlp)
+        return ConcatQEncoder(mlp)
 
 
 class TunerSACConfig(SACConfig):

@@ -23,8 +23,8 @@ from tuner.trials._algorithms import (
     build_config,
     code_settings,
     flat_defaults_apply,
-    held_ratio_marker,
     holds_update_ratio,
+    own_num_envs,
     sampled_values,
     trainable_for,
     user_code,
@@ -54,7 +54,7 @@ def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
     if code:
         params[CODE_KEY] = code
     if holds_update_ratio(spec):
-        params[HOLD_RATIO_KEY] = held_ratio_marker(spec)
+        params[HOLD_RATIO_KEY] = own_num_envs(spec)
     if flat_defaults_apply(spec):
         params[FLAT_DEFAULTS_KEY] = True
     return params
