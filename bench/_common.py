@@ -48,7 +48,9 @@ def tiny_spec(name: str, iterations: int = ITERATIONS) -> dict[str, Any]:
         "model": {"fcnet_hiddens": HIDDENS},
         "search": {"method": "grid", "space": {"lr": {"grid": LRS}}},
         "stop": {"training_iteration": iterations},
-        "resources": {"num_env_runners": 0},
+        # one env, as plain Tune's PPOConfig samples: the same sweep on both sides (the
+        # vectorised PPO default would measure the default, not the service's cost)
+        "resources": {"num_env_runners": 0, "num_envs_per_env_runner": 1},
         "max_concurrent_trials": 2,
         # the default: one checkpoint per trial at its end (plain Tune does the same)
         "checkpoint": {"frequency": 0, "at_end": True, "num_to_keep": 2},

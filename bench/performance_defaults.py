@@ -6,8 +6,10 @@ one trial with the default vs. RLlib's own setting, same env steps, same update 
 
 Prints env steps/s of each and their ratio (ours / RLlib's): DQN on CartPole-v1 with
 its defaults in force (on the flat replay path its flat_replay_defaults: 8 vectorised
-envs x 4 steps a round), against RLlib's `auto` (1 step of 1 env); SAC on Pendulum-v1
-has no default, so both of its arms run RLlib's own settings (a control: ~1.0).
+envs x 4 steps a round), against RLlib's `auto` (1 step of 1 env); PPO on CartPole-v1
+at stable-baselines3's settings (batch 2048, minibatch 64, 10 epochs) with its default
+of 8 vectorised envs against 1 env (one iteration each); SAC on Pendulum-v1 has no
+default, so both of its arms run RLlib's own settings (a control: ~1.0).
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ CASES = {
             "num_steps_sampled_before_learning_starts": 0,
         },
     },
+    "PPO": {
+        "env": "CartPole-v1",
+        "config": {"train_batch_size_per_learner": 2048, "minibatch_size": 64, "num_epochs": 10},
+    },
     "SAC": {
         "env": "Pendulum-v1",
         "config": {
@@ -47,9 +53,14 @@ def one_trial(algorithm: str, steps: int, rllib_own: bool) -> dict[str, Any]:
     from tuner.trials._tuner import trial_params
 
     case = CASES[algorithm]
-    config = {**case["config"], "min_sample_timesteps_per_iteration": steps}
-    if rllib_own:
-        config["rollout_fragment_length"] = "auto"
+    config = {**case["config"]}
+    resources: dict[str, Any] = {}
+    if algorithm == "PPO":  # its default is the env count: RLlib's own is 1 env
+        resources = {"num_envs_per_env_runner": 1} if rllib_own else {}
+    else:
+        config["min_sample_timesteps_per_iteration"] = steps
+        if rllib_own:
+            config["rollout_fragment_length"] = "auto"
     spec = parse_spec(
         {
             "name": "perf",
@@ -57,6 +68,7 @@ def one_trial(algorithm: str, steps: int, rllib_own: bool) -> dict[str, Any]:
             "env": case["env"],
             "config": config,
             "model": {"fcnet_hiddens": [64, 64]},
+            "resources": resources,
         }
     )
     algo = trainable_for(spec)(config={**trial_params(spec), "seed": 0})
@@ -80,7 +92,9 @@ def main() -> None:
     import ray
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # PPO samples one train batch an iteration, whatever `steps` says
     steps = {"DQN": 256, "SAC": 128} if args.quick else {"DQN": 1024, "SAC": 512}
+    steps["PPO"] = 0
     repeats = 1 if args.quick else 3
     headers = [
         "algorithm",

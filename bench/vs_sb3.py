@@ -28,6 +28,12 @@ back to 10 episodes, weighted by their episode counts), time = that iteration's
 `time_total_s`: an upper bound, late by up to one iteration.
 
     .venv/bin/python bench/vs_sb3.py [--quick] [--algos ppo,dqn,sac] [--seeds 3] [--keep]
+    .venv/bin/python bench/vs_sb3.py --algos ppo --sb3-envs 8
+
+Our PPO and DQN trials step 8 vectorised envs by default (tuner/algorithms/
+algorithms.yaml); SB3's own default is one env. `--sb3-envs 8` gives SB3's PPO the same
+layout (its 2048-step rollout from 8 envs of 256 steps), for the comparison at equal
+sampling on both sides.
 
 Needs the optional `bench` extra (stable-baselines3); without it, says how to install
 it and exits 0.
@@ -275,7 +281,7 @@ def epsilon_end(steps: int) -> int:
 # -- SB3 arm (runs in its own process) ------------------------------------------------
 
 
-def sb3_arm(algo: str, seed: int, steps: int, out: Path) -> None:
+def sb3_arm(algo: str, seed: int, steps: int, out: Path, envs: int = 1) -> None:
     # Ray runs every worker, our trial actor included, at niceness 15
     # (RAY_worker_niceness); SB3 gets the same, so other load on the machine takes
     # the same share from both training loops.
@@ -314,7 +320,14 @@ def sb3_arm(algo: str, seed: int, steps: int, out: Path) -> None:
             return True
 
     cls = getattr(sb3, spec["name"])
-    model = cls("MlpPolicy", gym.make(spec["env"]), seed=seed, device="cpu", **spec["sb3"])
+    kwargs = dict(spec["sb3"])
+    env: Any = gym.make(spec["env"])
+    if envs > 1:  # PPO only (main): the same rollout batch from `envs` envs side by side
+        from stable_baselines3.common.env_util import make_vec_env
+
+        env = make_vec_env(spec["env"], n_envs=envs, seed=seed)
+        kwargs["n_steps"] = spec["batch"] // envs
+    model = cls("MlpPolicy", env, seed=seed, device="cpu", **kwargs)
     t0 = [0.0]
     cb = TimeToTarget(t0)
     t0[0] = time.perf_counter()
@@ -342,11 +355,12 @@ def sb3_arm(algo: str, seed: int, steps: int, out: Path) -> None:
     )
 
 
-def run_sb3(algo: str, seed: int, steps: int, tmp: Path) -> dict[str, Any]:
+def run_sb3(algo: str, seed: int, steps: int, tmp: Path, envs: int = 1) -> dict[str, Any]:
     out = tmp / f"sb3-{algo}-{seed}.json"
     log = tmp / f"sb3-{algo}-{seed}.log"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--sb3-arm", algo]
     cmd += ["--seed", str(seed), "--steps", str(steps), "--arm-out", str(out)]
+    cmd += ["--sb3-envs", str(envs)]
     rc, wall = run_process(cmd, log, timeout=6 * 3600)
     if rc != 0 or not out.exists():
         tail = log.with_suffix(".err").read_text(errors="replace")[-2000:]
@@ -608,13 +622,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--algos", default="ppo,dqn,sac", help="comma-separated: ppo,dqn,sac")
     parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
+    parser.add_argument(
+        "--sb3-envs",
+        type=int,
+        default=1,
+        help="PPO only: SB3 samples its 2048-step rollout from N envs side by side "
+        "(n_steps 2048/N), as our trials' default of 8 does (default 1: SB3's own default)",
+    )
     parser.add_argument("--sb3-arm", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--arm-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.sb3_arm:
-        sb3_arm(args.sb3_arm, args.seed, args.steps, Path(args.arm_out))
+        sb3_arm(args.sb3_arm, args.seed, args.steps, Path(args.arm_out), args.sb3_envs)
         return 0
     if importlib.util.find_spec("stable_baselines3") is None:
         print(
@@ -628,12 +649,17 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [a for a in algos if a not in ALGOS]
     if unknown:
         parser.error(f"--algos: unknown {unknown}; choose from {','.join(ALGOS)}")
+    if args.sb3_envs != 1 and (algos != ["ppo"] or ALGOS["ppo"]["batch"] % args.sb3_envs):
+        parser.error(
+            f"--sb3-envs {args.sb3_envs}: only with --algos ppo, and a divisor of "
+            f"{ALGOS['ppo']['batch']} (the rollout batch stays SB3's)"
+        )
     seeds = args.seeds or (1 if args.quick else 3)
     tmp = Path(tempfile.mkdtemp(prefix="vs-sb3-"))
     print(
         f"vs_sb3: {', '.join(algos)}; {seeds} seed(s){' (quick)' if args.quick else ''}; "
         f"one trial / one process each, torch threads 1, niceness {WORKER_NICENESS} (Ray's "
-        f"worker niceness) on both; data in {tmp}"
+        f"worker niceness) on both; SB3 envs {args.sb3_envs}; data in {tmp}"
     )
     try:
         for algo in algos:
@@ -644,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
                 for arm in arms:
                     t0 = time.perf_counter()
                     if arm == "sb3":
-                        sb3_runs.append(run_sb3(algo, seed, steps, tmp))
+                        sb3_runs.append(run_sb3(algo, seed, steps, tmp, args.sb3_envs))
                     else:
                         our_runs.append(run_ours(algo, seed, steps, tmp))
                     print(

@@ -247,8 +247,9 @@ class ResourcesSpec(_Model):
         ge=1,
         le=1024,
         description="Vectorized envs per env runner. Unset: 1, or the algorithm's "
-        "flat_replay_defaults where the spec lets its trials take the flat replay path "
-        "(DQN: 8, the update ratio held; evaluation keeps 1).",
+        "performance default where the spec leaves the trials' sampling to it (PPO: 8, the "
+        "same train batch, minibatches and epochs; DQN on the flat replay path: 8, the "
+        "update ratio held); evaluation keeps 1.",
     )
     num_cpus_per_env_runner: float = Field(1, gt=0, description="CPUs per env runner.")
     num_gpus_per_env_runner: float = Field(

@@ -93,3 +93,46 @@ def test_performance_defaults_train_as_many_samples_per_step_as_rllib(ray_local,
     n_step = config.n_step if isinstance(config.n_step, int) else config.n_step[1]
     assert sampled >= 200
     assert trained == batch * (sampled // n_step)  # RLlib's default ratio, one env
+
+
+def test_ppo_vectorised_defaults_sample_the_specs_batch_and_evaluate_on_its_envs(ray_local):
+    """RLlib's own counters: a PPO trial given the vectorised default (the spec sets no
+    env count) steps 8 envs side by side and still samples one train batch per iteration
+    (up to 7 steps over: a sub-env that resets in a vector step samples nothing), trains
+    it for the spec's epochs, and evaluates on the spec's own single env."""
+    from tuner.trials._algorithms import trainable_for
+    from tuner.trials._tuner import trial_params
+
+    batch, epochs = 128, 2
+    spec = parse_spec(
+        {
+            "name": "ppo-vectorised",
+            "algorithm": "PPO",
+            "env": "CartPole-v1",
+            "config": {
+                "train_batch_size_per_learner": batch,
+                "minibatch_size": 64,
+                "num_epochs": epochs,
+            },
+            "model": {"fcnet_hiddens": [16]},
+            "evaluation": {"interval": 1, "duration": 2},
+        }
+    )
+    algo = trainable_for(spec)(config={**trial_params(spec), "seed": 0})
+    try:
+        assert algo.env_runner.num_envs == 8
+        assert algo.eval_env_runner.num_envs == 1
+        results = [algo.train() for _ in range(2)]
+    finally:
+        algo.stop()
+    for result in results:
+        assert batch <= result["env_runners"]["num_env_steps_sampled"] < batch + 8
+    # the first iteration's learner counters (RLlib smooths the connector's over iterations)
+    sampled = results[0]["env_runners"]["num_env_steps_sampled"]
+    learner = results[0]["learners"]["__all_modules__"]
+    assert learner["learner_connector_sum_episodes_length_in"] == sampled  # all of it
+    # the spec's epochs over every row (the batch and one bootstrap row per episode chunk),
+    # in whole minibatches of 64 (RLlib's cyclic iterator)
+    rows_out = learner["learner_connector_sum_episodes_length_out"]
+    assert abs(learner["num_module_steps_trained"] - epochs * rows_out) < 64
+    assert results[-1]["evaluation"]["env_runners"]["num_episodes"] >= 2

@@ -6,6 +6,7 @@ defaults give."""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from tuner.trials._algorithms import (
     holds_update_ratio,
     num_envs_of,
     update_ratio,
+    vector_defaults_apply,
 )
 from tuner.trials._fast_replay import debt_for
 from tuner.trials._tuner import trial_params
@@ -197,3 +199,73 @@ def test_evaluation_keeps_the_specs_own_env_count():
     assert cfg.get_evaluation_config_object().num_envs_per_env_runner == 1
     own = spec_of("DQN", evaluation={"interval": 1}, resources={"num_envs_per_env_runner": 4})
     assert build_config(own).get_evaluation_config_object().num_envs_per_env_runner == 4
+
+
+# -- PPO: vectorised envs, the same batch, minibatches and epochs ---------------------------
+
+PPO_ENVS = registry.get("PPO").performance_defaults["num_envs_per_env_runner"]
+
+
+def ppo_as_run(spec) -> Any:
+    """The RLlib config a PPO trial runs: its param dict as Tune hands it over."""
+    params = {k: v for k, v in trial_params(spec).items() if not k.startswith("_tuner")}
+    return TRAINABLES["PPO"].get_default_config().update_from_dict(params)
+
+
+@pytest.mark.parametrize("batch, runners", itertools.product([64, 2048, 4000], [0, 1, 3]))
+def test_ppo_vectorised_defaults_keep_the_specs_batch_minibatch_and_epochs(batch, runners):
+    """An on-policy update is num_epochs passes over one train batch in minibatches: all
+    three stay the spec's; only how the batch is sampled changes (8 envs side by side,
+    RLlib's fragment the batch over the envs), and one sample round still fills it."""
+    assert PPO_ENVS > 1
+    config = {"train_batch_size_per_learner": batch, "minibatch_size": 32, "num_epochs": 3}
+    spec = spec_of("PPO", config=config, resources={"num_env_runners": runners})
+    assert vector_defaults_apply(spec) and not flat_defaults_apply(spec)
+    assert num_envs_of(spec) == PPO_ENVS
+    cfg = ppo_as_run(spec)
+    assert cfg.num_envs_per_env_runner == PPO_ENVS
+    assert (cfg.total_train_batch_size, cfg.minibatch_size, cfg.num_epochs) == (batch, 32, 3)
+    per_round = cfg.get_rollout_fragment_length() * PPO_ENVS * max(runners, 1)
+    assert batch <= per_round < batch + PPO_ENVS * max(runners, 1)
+    # and RLlib's own default with one env trains the very same batch
+    one = ppo_as_run(spec_of("PPO", config=config, resources={"num_envs_per_env_runner": 1}))
+    assert (one.total_train_batch_size, one.minibatch_size, one.num_epochs) == (batch, 32, 3)
+
+
+@pytest.mark.parametrize(
+    "patch, why",
+    [
+        ({"resources": {"num_envs_per_env_runner": 1}}, "the spec's own env count"),
+        ({"resources": {"num_envs_per_env_runner": 4}}, "the spec's own env count"),
+        ({"config": {"rollout_fragment_length": 200}}, "the spec's own fragment"),
+        ({"search": {"space": {"rollout_fragment_length": {"choice": [100, 200]}}}}, "searched"),
+        ({"config": {"batch_mode": "complete_episodes"}}, "rounds of whole episodes"),
+        ({"model": {"use_lstm": True}}, "a recurrent module"),
+        ({"search": {"space": {"model.use_lstm": {"choice": [True, False]}}}}, "searched LSTM"),
+        ({"env_config": {"sutton_barto_reward": True}}, "env_config: not made here"),
+        ({"search": {"space": {"env_config.x": {"choice": [1, 2]}}}}, "a searched env_config"),
+        ({"env": "FrozenLake-v1"}, "Discrete observations"),
+        ({"wrappers": "atari", "env": "ALE/Pong-v5"}, "image frames, wrapped"),
+    ],
+)
+def test_ppo_vectorised_defaults_only_where_the_spec_leaves_them(patch, why):
+    spec = spec_of("PPO", **patch)
+    assert not vector_defaults_apply(spec), why
+    assert num_envs_of(spec) == (spec.resources.num_envs_per_env_runner or 1)
+    assert trial_params(spec)["num_envs_per_env_runner"] == num_envs_of(spec)
+
+
+def test_only_ppo_and_dqn_vectorise_by_default():
+    for algorithm in ALGORITHMS + PRESETS:
+        spec = spec_of(algorithm)
+        base = registry.base_algorithm(algorithm)
+        want = {"PPO": PPO_ENVS, "DQN": 8}.get(base, 1)
+        assert num_envs_of(spec) == want, algorithm
+        assert trial_params(spec)["num_envs_per_env_runner"] == want, algorithm
+
+
+def test_ppo_evaluation_keeps_the_specs_own_env_count():
+    spec = spec_of("PPO", evaluation={"interval": 1, "duration": 10})
+    cfg = build_config(spec)
+    assert cfg.num_envs_per_env_runner == PPO_ENVS
+    assert cfg.get_evaluation_config_object().num_envs_per_env_runner == 1

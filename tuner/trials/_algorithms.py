@@ -366,61 +366,80 @@ def _chosen(spec: ExperimentSpec) -> set[str]:
 # RLlib's two single-agent episode buffers, the ones the flat replay path replays as
 _FLAT_BUFFERS = {"EpisodeReplayBuffer", "PrioritizedEpisodeReplayBuffer"}
 # settings that keep a trial off the flat path (or may: _fast_replay.eligible)
+_CONNECTORS = {"env_to_module_connector", "module_to_env_connector"}
 _FLAT_BLOCKERS = {
     "store_buffer_in_checkpoints",
     "count_steps_by",
-    "batch_mode",
     "add_default_connectors_to_learner_pipeline",
     "learner_connector",
-    "env_to_module_connector",
-    "module_to_env_connector",
 }
 
 
-def flat_defaults_apply(spec: ExperimentSpec) -> bool:
-    """Whether the spec's trials run with the algorithm's flat_replay_defaults (DQN:
-    vectorised envs) instead of its performance_defaults: they have some, the spec sets
-    neither `rollout_fragment_length` nor `resources.num_envs_per_env_runner`, and, as
-    far as the spec tells, the trials take the flat replay path (_fast_replay.eligible:
-    single-agent, no wrappers, one of RLlib's two episode buffers, a gymnasium env whose
-    spaces it takes). The same answer in the API, the driver and the trial."""
-    if spec.custom_algorithm:
-        return False
-    entry = registry.get(spec.algorithm)
-    if not entry.flat_replay_defaults or spec.resources.num_envs_per_env_runner is not None:
+def _vectorisable(spec: ExperimentSpec) -> bool:
+    """Whether, as far as the spec tells, its trials can run more envs per env runner than
+    it asks for and change nothing else: it sets neither `rollout_fragment_length`,
+    `batch_mode` nor `resources.num_envs_per_env_runner`; single-agent, no wrappers, no
+    own module, connectors or env_config, no LSTM, nothing of these searched; a gymnasium
+    env whose spaces the flat path takes (flat Box observations, Box or Discrete actions).
+    The same answer in the API, the driver and the trial."""
+    if spec.custom_algorithm or spec.resources.num_envs_per_env_runner is not None:
         return False
     chosen = _chosen(spec)
-    if "rollout_fragment_length" in chosen or chosen & _FLAT_BLOCKERS:
+    if chosen & {"rollout_fragment_length", "batch_mode", *_CONNECTORS}:
         return False
     if spec.multi_agent is not None or spec.wrappers or spec.module or spec.env_config:
         return False
-    if spec.model.get("use_lstm") or os.environ.get(_fast_replay.SWITCH, "1") == "0":
+    if spec.model.get("use_lstm"):
         return False
-    if any(
-        key.startswith(("replay_buffer_config", "env_config.", "model.use_lstm"))
-        for key in spec.search.space or {}
-    ):
-        return False
-    buffer = deep_merge(entry.preset_config, spec.config).get("replay_buffer_config") or {}
-    if buffer.get("type", "PrioritizedEpisodeReplayBuffer") not in _FLAT_BUFFERS:
+    if any(key.startswith(("env_config.", "model.use_lstm")) for key in spec.search.space or {}):
         return False
     return _fast_replay.gym_env_fits(spec.env)
 
 
-def _performance_defaults(spec: ExperimentSpec) -> dict[str, Any]:
-    """The performance defaults in force, as config settings (the env count of the flat
-    ones goes to the env runners: num_envs_of)."""
+def flat_defaults_apply(spec: ExperimentSpec) -> bool:
+    """Whether the spec's trials run with the algorithm's flat_replay_defaults (DQN:
+    vectorised envs) instead of its performance_defaults: they have some, the trials can
+    take more envs (_vectorisable) and, as far as the spec tells, take the flat replay
+    path (_fast_replay.eligible: one of RLlib's two episode buffers, nothing that keeps a
+    trial off it, TUNER_FAST_REPLAY on). The same answer in the API, the driver and the
+    trial."""
+    if spec.custom_algorithm or not registry.get(spec.algorithm).flat_replay_defaults:
+        return False
+    if not _vectorisable(spec) or _chosen(spec) & _FLAT_BLOCKERS:
+        return False
+    if os.environ.get(_fast_replay.SWITCH, "1") == "0":
+        return False
+    if any(key.startswith("replay_buffer_config") for key in spec.search.space or {}):
+        return False
     entry = registry.get(spec.algorithm)
-    if flat_defaults_apply(spec):
-        return {k: v for k, v in entry.flat_replay_defaults.items() if k != _ENVS}
-    return dict(entry.performance_defaults)
+    buffer = deep_merge(entry.preset_config, spec.config).get("replay_buffer_config") or {}
+    return buffer.get("type", "PrioritizedEpisodeReplayBuffer") in _FLAT_BUFFERS
+
+
+def vector_defaults_apply(spec: ExperimentSpec) -> bool:
+    """Whether the spec's trials run with the env count of the algorithm's
+    performance_defaults (PPO: vectorised envs, the same train batch, minibatches and
+    epochs): it has one and the trials can take it (_vectorisable)."""
+    if spec.custom_algorithm or _ENVS not in registry.get(spec.algorithm).performance_defaults:
+        return False
+    return _vectorisable(spec)
+
+
+def _performance_defaults(spec: ExperimentSpec) -> dict[str, Any]:
+    """The performance defaults in force, as config settings (their env count goes to
+    the env runners: num_envs_of)."""
+    entry = registry.get(spec.algorithm)
+    chosen = entry.flat_replay_defaults if flat_defaults_apply(spec) else entry.performance_defaults
+    return {k: v for k, v in chosen.items() if k != _ENVS}
 
 
 def num_envs_of(spec: ExperimentSpec) -> int:
-    """Vectorised envs per env runner: the spec's, the flat_replay_defaults' where they
-    apply, else 1."""
-    if spec.resources.num_envs_per_env_runner is None and flat_defaults_apply(spec):
+    """Vectorised envs per env runner: the spec's; where it sets none, those of the
+    flat_replay_defaults or the performance_defaults where they apply; else 1."""
+    if flat_defaults_apply(spec):
         return int(registry.get(spec.algorithm).flat_replay_defaults.get(_ENVS, 1))
+    if vector_defaults_apply(spec):
+        return int(registry.get(spec.algorithm).performance_defaults[_ENVS])
     return own_num_envs(spec)
 
 

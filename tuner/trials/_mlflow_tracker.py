@@ -24,11 +24,11 @@ from tuner import mlflow_names as names
 from tuner.spec import POPULATION_SCHEDULERS, ExperimentSpec
 from tuner.trials._algorithms import (
     CONFIRM_KEY,
-    FLAT_DEFAULTS_KEY,
     HOLD_RATIO_KEY,
     apply_values,
     fixed_settings,
     hold_update_ratio,
+    own_num_envs,
     sampled_values,
     seed_of,
     stage_of,
@@ -261,10 +261,11 @@ class MLflowTracker(Callback):
             config = apply_values(config, confirm["values"])
             config["seed"] = confirm["seed"]
         held = HOLD_RATIO_KEY in config and not config.get("training_intensity")
-        flat = bool(config.get(FLAT_DEFAULTS_KEY))
+        # a performance default's env count (DQN's flat path, PPO), not the spec's own
+        envs = config.get("num_envs_per_env_runner") != own_num_envs(spec)
         config = hold_update_ratio(config, spec.algorithm)  # as the trial sets it
-        # what the trial sets beyond the spec: the held ratio, the flat path's env count
-        for key, derived in (("training_intensity", held), ("num_envs_per_env_runner", flat)):
+        # what the trial sets beyond the spec: the held ratio, a default's env count
+        for key, derived in (("training_intensity", held), ("num_envs_per_env_runner", envs)):
             if derived and key in config:
                 params[f"{names.FIXED_PREFIX}{key}"] = config[key]
         self.runs.log(run.info.run_id, params=params)
