@@ -80,7 +80,11 @@ def one_trial(algorithm: str, steps: int, rllib_own: bool) -> dict[str, Any]:
     finally:
         algo.stop()
     sampled = result["env_runners"]["num_env_steps_sampled"]
-    trained = result["learners"]["__all_modules__"]["num_env_steps_trained"]
+    # rows that went through a gradient step; RLlib's PPO adds the whole batch's env steps
+    # to num_env_steps_trained once per minibatch, so PPO reads the module's row count
+    # (its epochs over the batch and one bootstrap row per episode chunk)
+    key = "num_module_steps_trained" if algorithm == "PPO" else "num_env_steps_trained"
+    trained = result["learners"]["__all_modules__"][key]
     return {"steps_per_s": sampled / elapsed, "ratio": trained / sampled}
 
 

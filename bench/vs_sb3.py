@@ -1,7 +1,9 @@
 """One trial of ours (`tuner run`, RLlib) vs. Stable-Baselines3, one core each.
 
-Per algorithm (PPO and DQN on CartPole-v1, SAC on Pendulum-v1), for each seed, in the
-order S O / O S (alternating, to cancel drift):
+Per algorithm (PPO and DQN on CartPole-v1, SAC on Pendulum-v1: SB3's defaults; dqn_zoo:
+DQN on CartPole-v1 at rl-zoo3's tuned settings, the DQN that reaches 450 in 50k steps, for
+its time to target), for each seed, in the order S O / O S (alternating, to cancel
+drift):
 
   S  SB3: a fresh process (`vs_sb3.py --sb3-arm ...`) builds the SB3 model with its
      defaults (and our matched net) and times `model.learn(total_timesteps=N)`.
@@ -27,7 +29,7 @@ reports the mean of its own last <= 10 episodes; older iterations fill the windo
 back to 10 episodes, weighted by their episode counts), time = that iteration's
 `time_total_s`: an upper bound, late by up to one iteration.
 
-    .venv/bin/python bench/vs_sb3.py [--quick] [--algos ppo,dqn,sac] [--seeds 3] [--keep]
+    .venv/bin/python bench/vs_sb3.py [--quick] [--algos ppo,dqn,dqn_zoo,sac] [--seeds 3] [--keep]
     .venv/bin/python bench/vs_sb3.py --algos ppo --sb3-envs 8
 
 Our PPO and DQN trials step 8 vectorised envs by default (tuner/algorithms/
@@ -116,6 +118,7 @@ ALGOS: dict[str, dict[str, Any]] = {
         "steps": 50_000,
         "quick_steps": 2_000,
         "sb3": {},  # all SB3 defaults; net [64, 64] relu is SB3's default
+        "exploration": (0.1, 0.05),  # SB3's exploration_fraction, exploration_final_eps
         "batch": 32,
         "learning_starts": 100,
         "config": {
@@ -172,6 +175,88 @@ ALGOS: dict[str, dict[str, Any]] = {
         ],
         "unmatched": "Init differs (torch default on both, different layer code); SB3 samples "
         "transitions, RLlib's EpisodeReplayBuffer samples episodes then timesteps.",
+    },
+    # SB3's default DQN reaches 450 on CartPole in 50k steps on neither side, so time to
+    # target is measured at rl-zoo3's tuned CartPole-v1 DQN (rl_zoo3/hyperparams/dqn.yml)
+    "dqn_zoo": {
+        "name": "DQN",
+        "env": "CartPole-v1",
+        "target": 450.0,
+        "steps": 50_000,
+        "quick_steps": 2_048,
+        "sb3": {
+            "learning_rate": 2.3e-3,
+            "batch_size": 64,
+            "buffer_size": 100_000,
+            "learning_starts": 1000,
+            "gamma": 0.99,
+            "target_update_interval": 10,
+            "train_freq": 256,
+            "gradient_steps": 128,
+            "exploration_fraction": 0.16,
+            "exploration_final_eps": 0.04,
+            "policy_kwargs": {"net_arch": [256, 256]},
+        },
+        "exploration": (0.16, 0.04),
+        "batch": 64,
+        "learning_starts": 1000,
+        "config": {
+            "lr": 2.3e-3,
+            "train_batch_size_per_learner": 64,
+            "training_intensity": 32,  # 128 updates of 64 per 256 env steps
+            "rollout_fragment_length": 32,  # x 8 envs = 256 env steps a round, as train_freq
+            "num_steps_sampled_before_learning_starts": 1000,
+            "replay_buffer_config": {"type": "EpisodeReplayBuffer", "capacity": 100_000},
+            "target_network_update_freq": 10,
+            "tau": 1.0,
+            "gamma": 0.99,
+            "grad_clip": 10.0,
+            "grad_clip_by": "global_norm",
+            "double_q": False,
+            "dueling": False,
+            "n_step": 1,
+            "td_error_loss_fn": "huber",
+            "adam_epsilon": 1e-8,
+        },
+        "resources": {"num_envs_per_env_runner": 8},
+        "model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
+        "matched": [
+            ("batch", "batch_size=64", "train_batch_size_per_learner=64"),
+            (
+                "update ratio / rhythm",
+                "train_freq=256 gradient_steps=128 (64x128/256=32)",
+                "training_intensity=32, rollout_fragment_length=32 x 8 envs: 256 env steps, "
+                "then 128 updates",
+            ),
+            (
+                "learning starts",
+                "learning_starts=1000",
+                "num_steps_sampled_before_learning_starts=1000",
+            ),
+            ("buffer", "buffer_size=1e5 uniform", "EpisodeReplayBuffer capacity=1e5 (uniform)"),
+            (
+                "target net",
+                "target_update_interval=10 tau=1 (synced while collecting: once a burst)",
+                "target_network_update_freq=10 tau=1 (synced after a round's first update)",
+            ),
+            (
+                "exploration",
+                "eps 1.0 -> 0.04 over exploration_fraction=0.16 of the steps",
+                "epsilon=[[0,1.0],[0.16*steps,0.04]]",
+            ),
+            ("learning rate / gamma", "learning_rate=2.3e-3 gamma=0.99", "lr=2.3e-3 gamma=0.99"),
+            (
+                "loss / grad clip",
+                "smooth L1, max_grad_norm=10",
+                "td_error_loss_fn=huber, grad_clip=10",
+            ),
+            ("variant", "vanilla DQN", "double_q=False dueling=False n_step=1"),
+            ("net", "[256,256] relu", "fcnet_hiddens=[256,256] relu, no extra head layer"),
+        ],
+        "unmatched": "rl-zoo3's tuned settings, not SB3's defaults. SB3 samples 1 env, ours 8 "
+        "envs x 32 steps a round (same 256). Init differs (torch default on both, different "
+        "layer code); SB3 samples transitions, RLlib's EpisodeReplayBuffer samples episodes "
+        "then timesteps.",
     },
     "sac": {
         "name": "SAC",
@@ -274,10 +359,6 @@ def run_process(cmd: list[str], out: Path, timeout: float) -> tuple[int, float]:
     return run_timed(cmd, one_thread_env(), err, timeout, stdout=out)
 
 
-def epsilon_end(steps: int) -> int:
-    return max(1, int(0.1 * steps))  # SB3: exploration_fraction=0.1 of total_timesteps
-
-
 # -- SB3 arm (runs in its own process) ------------------------------------------------
 
 
@@ -376,8 +457,9 @@ def run_sb3(algo: str, seed: int, steps: int, tmp: Path, envs: int = 1) -> dict[
 def our_spec(algo: str, seed: int, steps: int) -> dict[str, Any]:
     spec = ALGOS[algo]
     config = dict(spec["config"])
-    if algo == "dqn":
-        config["epsilon"] = [[0, 1.0], [epsilon_end(steps), 0.05]]
+    if "exploration" in spec:  # SB3 decays epsilon linearly over a fraction of the steps
+        fraction, final = spec["exploration"]
+        config["epsilon"] = [[0, 1.0], [max(1, int(fraction * steps)), final]]
     # a reporting setting only: episode_return_mean = mean of the iteration's last 10
     config["metrics_num_episodes_for_smoothing"] = WINDOW
     return {
@@ -388,7 +470,7 @@ def our_spec(algo: str, seed: int, steps: int) -> dict[str, Any]:
         "model": spec["model"],
         "search": {"method": "grid", "space": {}},  # one trial, nothing sampled
         "stop": {"timesteps_total": steps},
-        "resources": {"num_env_runners": 0},
+        "resources": {"num_env_runners": 0, **spec.get("resources", {})},
         "seed": seed,  # trial 0 runs with the spec's seed
     }
 
@@ -619,7 +701,9 @@ def report(algo: str, steps: int, sb3: list[dict[str, Any]], ours: list[dict[str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny budgets, 1 seed (a smoke run)")
-    parser.add_argument("--algos", default="ppo,dqn,sac", help="comma-separated: ppo,dqn,sac")
+    parser.add_argument(
+        "--algos", default=",".join(ALGOS), help=f"comma-separated: {','.join(ALGOS)}"
+    )
     parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
     parser.add_argument(
