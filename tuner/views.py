@@ -89,8 +89,15 @@ class BestTrial(_View):
     config: dict[str, Any] = Field(..., description="Its sampled values.")
     full_config: dict[str, Any] = Field(
         default_factory=dict,
-        description="The fixed settings and sampled values together: "
-        "paste under a spec's `config` to rerun it.",
+        description="The fixed settings, what the trial derived (a held "
+        "training_intensity) and the sampled values together: paste under a spec's "
+        "`config` to rerun it.",
+    )
+    resources: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Resources the trial ran with that the spec left to a performance "
+        "default (num_envs_per_env_runner): paste under the spec's `resources`, with "
+        "full_config under `config`, to rerun it as it ran.",
     )
     seed: int | None = None
     metric_value: float = Field(..., description="Its ranking value (the metric under scope).")

@@ -230,6 +230,16 @@ def test_a_sampled_renamed_key_is_reported_as_rllib_used_it(ray_local, tmp_path)
     assert used["num_envs_per_env_runner"] == 8
     for key in ("num_envs_per_env_runner", "rollout_fragment_length", "training_intensity"):
         assert float(params[f"fixed.{key}"]) == pytest.approx(used[key]), key
+    # and the best config to paste is the one that ran: the derived ratio under `config`,
+    # the default's env count under `resources`
+    best = out["best"]
+    for key in ("rollout_fragment_length", "training_intensity"):
+        assert best["full_config"][key] == pytest.approx(used[key]), key
+    assert best["resources"] == {"num_envs_per_env_runner": 8}
+    logged = MlflowClient(tracking_uri=f"sqlite:///{data / 'mlflow.db'}").download_artifacts(
+        out["mlflow"]["parent_run_id"], "best_config.json", str(tmp_path)
+    )
+    assert json.loads(Path(logged).read_text())["resources"] == best["resources"]
 
 
 def test_a_server_start_that_fails_leaves_no_mlflow_ui_behind(tmp_path, monkeypatch):

@@ -15,7 +15,9 @@ from tuner.spec import ALGORITHMS, PRESETS, parse_spec
 from tuner.trials._algorithms import (
     HOLD_RATIO_KEY,
     TRAINABLES,
+    apply_values,
     build_config,
+    derived_settings,
     flat_defaults_apply,
     hold_update_ratio,
     holds_update_ratio,
@@ -269,3 +271,64 @@ def test_ppo_evaluation_keeps_the_specs_own_env_count():
     cfg = build_config(spec)
     assert cfg.num_envs_per_env_runner == PPO_ENVS
     assert cfg.get_evaluation_config_object().num_envs_per_env_runner == 1
+
+
+# -- what a trial derives, reported so that a pasted best config reruns it as it ran -----
+
+
+def paste(spec, config: dict, resources: dict, **patch):
+    """The spec a user writes from a best trial: `full_config`'s derived settings under
+    `config`, `resources` under `resources`."""
+    own = {**spec.resources.model_dump(exclude_none=True), **resources}
+    return spec_of(spec.algorithm, config={**spec.config, **config}, resources=own, **patch)
+
+
+def test_the_held_ratio_is_reported_as_the_trial_ran_it():
+    """A one-env DQN trial with n_step 3 sampled: RLlib's fragment is rounded to 33 and a
+    training_intensity holds the ratio; both come back, and pasted they rerun the same
+    update ratio, batch and fragment."""
+    spec = spec_of("DQN", resources={"num_envs_per_env_runner": 1})
+    sampled = {"n_step": 3, "_train_batch_size_per_learner": 64}
+    config, resources = derived_settings({**trial_params(spec), **sampled}, spec)
+    assert config["rollout_fragment_length"] == 33  # not the 32 of the fixed settings
+    assert config["training_intensity"] == pytest.approx(64 / 3)
+    assert resources == {}
+    again = paste(spec, {**config, "n_step": 3, "train_batch_size_per_learner": 64}, resources)
+    assert not holds_update_ratio(again)
+    assert as_run(again, {}) == as_run(spec, sampled)
+
+
+def test_the_flat_paths_ratio_and_env_count_are_reported_as_the_trial_ran_them():
+    spec = spec_of("DQN")
+    assert flat_defaults_apply(spec)
+    config, resources = derived_settings(trial_params(spec), spec)
+    assert resources == {"num_envs_per_env_runner": 8}
+    assert set(config) == {"rollout_fragment_length", "training_intensity"}
+    again = paste(spec, config, resources)
+    assert num_envs_of(again) == 8 and not holds_update_ratio(again)
+    assert as_run_flat(again, {}) == as_run_flat(spec, {})
+
+
+def test_ppos_env_count_is_reported_and_pasted_reruns_it():
+    spec = spec_of("PPO")
+    config, resources = derived_settings(trial_params(spec), spec)
+    assert (config, resources) == ({}, {"num_envs_per_env_runner": PPO_ENVS})
+    assert ppo_as_run(paste(spec, config, resources)).num_envs_per_env_runner == PPO_ENVS
+
+
+def test_nothing_is_derived_where_the_spec_set_it():
+    spec = spec_of("DQN", config={"training_intensity": 4, "rollout_fragment_length": 8})
+    assert derived_settings(trial_params(spec), spec) == ({}, {})
+    spec = spec_of("PPO", resources={"num_envs_per_env_runner": 2})
+    assert derived_settings(trial_params(spec), spec) == ({}, {})
+
+
+def test_a_confirmation_trials_ratio_is_that_of_its_candidates_values():
+    from tuner.trials._algorithms import CONFIRM_KEY
+
+    spec = spec_of("DQN", resources={"num_envs_per_env_runner": 1})
+    candidate = {"train_batch_size_per_learner": 128}
+    params = {**trial_params(spec), CONFIRM_KEY: {"values": candidate, "seed": 7}}
+    config, _ = derived_settings(params, spec)
+    ran = hold_update_ratio(apply_values(trial_params(spec), candidate), "DQN")
+    assert config["training_intensity"] == ran["training_intensity"] == pytest.approx(128)

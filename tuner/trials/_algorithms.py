@@ -496,6 +496,27 @@ def hold_update_ratio(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     return out
 
 
+def derived_settings(
+    trial_config: dict[str, Any], spec: ExperimentSpec
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a trial ran with beyond its spec, as it ran: (config settings, resources).
+    The config ones are the held update ratio (the training_intensity hold_update_ratio
+    sets, with the rollout_fragment_length as rounded for it); the resources one a
+    performance default's env count (DQN's flat path, PPO). The spec's `config` with the
+    first and its `resources` with the second rerun the trial as it ran."""
+    confirm = trial_config.get(CONFIRM_KEY)
+    if isinstance(confirm, dict):  # a confirmation trial runs its candidate's values
+        rest = {k: v for k, v in trial_config.items() if k != CONFIRM_KEY}
+        trial_config = apply_values(rest, confirm["values"])
+    config: dict[str, Any] = {}
+    if HOLD_RATIO_KEY in trial_config and not trial_config.get("training_intensity"):
+        held = hold_update_ratio(trial_config, spec.algorithm)
+        config = {k: held[k] for k in _RATIO_KEYS if k in held}
+    envs = trial_config.get(_ENVS)
+    resources = {_ENVS: envs} if envs is not None and envs != own_num_envs(spec) else {}
+    return config, resources
+
+
 def update_ratio(config: AlgorithmConfig) -> float:
     """Samples trained per env step sampled that a DQN/SAC config gives (RLlib's round
     robin of sampling and training, dqn.py calculate_rr_weights)."""

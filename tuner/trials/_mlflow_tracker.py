@@ -24,11 +24,10 @@ from tuner import mlflow_names as names
 from tuner.spec import POPULATION_SCHEDULERS, ExperimentSpec
 from tuner.trials._algorithms import (
     CONFIRM_KEY,
-    HOLD_RATIO_KEY,
     apply_values,
+    derived_settings,
     fixed_settings,
     hold_update_ratio,
-    own_num_envs,
     sampled_values,
     seed_of,
     stage_of,
@@ -260,14 +259,15 @@ class MLflowTracker(Callback):
         if isinstance(confirm, dict):  # what the confirmation trial really ran with
             config = apply_values(config, confirm["values"])
             config["seed"] = confirm["seed"]
-        held = HOLD_RATIO_KEY in config and not config.get("training_intensity")
-        # a performance default's env count (DQN's flat path, PPO), not the spec's own
-        envs = config.get("num_envs_per_env_runner") != own_num_envs(spec)
-        config = hold_update_ratio(config, spec.algorithm)  # as the trial sets it
         # what the trial sets beyond the spec: the held ratio, a default's env count
-        for key, derived in (("training_intensity", held), ("num_envs_per_env_runner", envs)):
-            if derived and key in config:
-                params[f"{names.FIXED_PREFIX}{key}"] = config[key]
+        derived_config, derived_resources = derived_settings(config, spec)
+        params.update(
+            {
+                f"{names.FIXED_PREFIX}{k}": v
+                for k, v in {**derived_config, **derived_resources}.items()
+            }
+        )
+        config = hold_update_ratio(config, spec.algorithm)  # as the trial sets it
         self.runs.log(run.info.run_id, params=params)
         self.client.log_text(
             run.info.run_id,

@@ -20,7 +20,7 @@ from tuner.launcher._local import ensure_ray
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
 from tuner.search_spaces import Domain, resolve_space
 from tuner.spec import ExperimentSpec
-from tuner.trials._algorithms import fixed_settings, stage_of
+from tuner.trials._algorithms import derived_settings, fixed_settings, stage_of
 from tuner.trials._confirm import confirm_runs, confirm_seeds, confirmed_configs, pick_candidates
 from tuner.trials._evaluate import evaluate_checkpoint
 from tuner.trials._interrupt import InterruptWatch
@@ -175,11 +175,13 @@ def summarise(
         view.checkpoint = ckpt.path if ckpt is not None else _newest_checkpoint_dir(result)
         trials.append(view)
         if score is not None and (best is None or better(score, best.metric_value, spec.mode)):
+            derived_config, derived_resources = derived_settings(config, spec)
             best = BestTrial(
                 trial_id=trial_id,
                 config=view.config,
                 seed=view.seed,
-                full_config={**fixed_settings(spec), **view.config},
+                full_config={**fixed_settings(spec), **derived_config, **view.config},
+                resources=derived_resources,
                 metric_value=score,
                 scope=spec.scope,
                 checkpoint=view.checkpoint,
