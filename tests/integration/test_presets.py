@@ -97,13 +97,14 @@ def test_performance_defaults_train_as_many_samples_per_step_as_rllib(ray_local,
 
 def test_ppo_vectorised_defaults_sample_the_specs_batch_and_evaluate_on_its_envs(ray_local):
     """RLlib's own counters: a PPO trial given the vectorised default (the spec sets no
-    env count) steps 8 envs side by side and still samples one train batch per iteration
-    (up to 7 steps over: a sub-env that resets in a vector step samples nothing), trains
-    it for the spec's epochs, and evaluates on the spec's own single env."""
+    env count) steps 8 envs side by side (256 steps each of a 2,048 batch) and still
+    samples one train batch per iteration (up to 7 steps over: a sub-env that resets in a
+    vector step samples nothing), trains it for the spec's epochs, and evaluates on the
+    spec's own single env."""
     from tuner.trials._algorithms import trainable_for
     from tuner.trials._tuner import trial_params
 
-    batch, epochs = 128, 2
+    batch, epochs, minibatch = 2048, 2, 512
     spec = parse_spec(
         {
             "name": "ppo-vectorised",
@@ -111,7 +112,7 @@ def test_ppo_vectorised_defaults_sample_the_specs_batch_and_evaluate_on_its_envs
             "env": "CartPole-v1",
             "config": {
                 "train_batch_size_per_learner": batch,
-                "minibatch_size": 64,
+                "minibatch_size": minibatch,
                 "num_epochs": epochs,
             },
             "model": {"fcnet_hiddens": [16]},
@@ -132,7 +133,7 @@ def test_ppo_vectorised_defaults_sample_the_specs_batch_and_evaluate_on_its_envs
     learner = results[0]["learners"]["__all_modules__"]
     assert learner["learner_connector_sum_episodes_length_in"] == sampled  # all of it
     # the spec's epochs over every row (the batch and one bootstrap row per episode chunk),
-    # in whole minibatches of 64 (RLlib's cyclic iterator)
+    # in whole minibatches (RLlib's cyclic iterator)
     rows_out = learner["learner_connector_sum_episodes_length_out"]
-    assert abs(learner["num_module_steps_trained"] - epochs * rows_out) < 64
+    assert abs(learner["num_module_steps_trained"] - epochs * rows_out) < minibatch
     assert results[-1]["evaluation"]["env_runners"]["num_episodes"] >= 2

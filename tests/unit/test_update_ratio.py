@@ -14,8 +14,10 @@ from tuner import algorithms as registry
 from tuner.spec import ALGORITHMS, PRESETS, parse_spec
 from tuner.trials._algorithms import (
     HOLD_RATIO_KEY,
+    MIN_STEPS_PER_ENV,
     TRAINABLES,
     apply_values,
+    as_trial_runs,
     build_config,
     derived_settings,
     flat_defaults_apply,
@@ -208,30 +210,57 @@ def test_evaluation_keeps_the_specs_own_env_count():
 PPO_ENVS = registry.get("PPO").performance_defaults["num_envs_per_env_runner"]
 
 
-def ppo_as_run(spec) -> Any:
-    """The RLlib config a PPO trial runs: its param dict as Tune hands it over."""
-    params = {k: v for k, v in trial_params(spec).items() if not k.startswith("_tuner")}
+def ppo_as_run(spec, overrides: dict | None = None) -> Any:
+    """The RLlib config a PPO trial runs: its param dict as Tune hands it over (sampled
+    values in), then the trial's own as_trial_runs."""
+    params = as_trial_runs({**trial_params(spec), **(overrides or {})}, "PPO")
+    params = {k: v for k, v in params.items() if not k.startswith("_tuner")}
     return TRAINABLES["PPO"].get_default_config().update_from_dict(params)
 
 
-@pytest.mark.parametrize("batch, runners", itertools.product([64, 2048, 4000], [0, 1, 3]))
-def test_ppo_vectorised_defaults_keep_the_specs_batch_minibatch_and_epochs(batch, runners):
+@pytest.mark.parametrize(
+    "batch, runners, envs",
+    [
+        (2048, 0, PPO_ENVS),  # SB3's PPO batch: 8 envs of 256 steps
+        (4000, 0, PPO_ENVS),  # RLlib's default batch
+        (4096, 1, PPO_ENVS),
+        (1000, 0, 3),  # fewer envs, each sampling 256+ steps of a batch
+        (4096, 3, 5),
+        (511, 0, 1),  # a small batch stays on one env
+        (64, 0, 1),
+        (2048, 3, 2),
+    ],
+)
+def test_ppo_vectorised_defaults_keep_the_specs_batch_minibatch_and_epochs(batch, runners, envs):
     """An on-policy update is num_epochs passes over one train batch in minibatches: all
-    three stay the spec's; only how the batch is sampled changes (8 envs side by side,
-    RLlib's fragment the batch over the envs), and one sample round still fills it."""
+    three stay the spec's; only how the batch is sampled changes (up to 8 envs side by
+    side, each sampling at least 256 steps of a batch; RLlib's fragment the batch over
+    the envs), and one sample round still fills it."""
     assert PPO_ENVS > 1
     config = {"train_batch_size_per_learner": batch, "minibatch_size": 32, "num_epochs": 3}
     spec = spec_of("PPO", config=config, resources={"num_env_runners": runners})
     assert vector_defaults_apply(spec) and not flat_defaults_apply(spec)
-    assert num_envs_of(spec) == PPO_ENVS
+    assert num_envs_of(spec) == envs
     cfg = ppo_as_run(spec)
-    assert cfg.num_envs_per_env_runner == PPO_ENVS
+    assert cfg.num_envs_per_env_runner == envs
+    assert envs == 1 or cfg.get_rollout_fragment_length() >= MIN_STEPS_PER_ENV
     assert (cfg.total_train_batch_size, cfg.minibatch_size, cfg.num_epochs) == (batch, 32, 3)
-    per_round = cfg.get_rollout_fragment_length() * PPO_ENVS * max(runners, 1)
-    assert batch <= per_round < batch + PPO_ENVS * max(runners, 1)
+    per_round = cfg.get_rollout_fragment_length() * envs * max(runners, 1)
+    assert batch <= per_round < batch + envs * max(runners, 1)
     # and RLlib's own default with one env trains the very same batch
     one = ppo_as_run(spec_of("PPO", config=config, resources={"num_envs_per_env_runner": 1}))
+    assert one.num_envs_per_env_runner == 1
     assert (one.total_train_batch_size, one.minibatch_size, one.num_epochs) == (batch, 32, 3)
+
+
+def test_a_ppo_trial_takes_the_env_count_of_its_own_sampled_batch():
+    space = {"train_batch_size_per_learner": {"choice": [128, 4096]}}
+    spec = spec_of("PPO", search={"method": "random", "space": space})
+    assert vector_defaults_apply(spec)
+    assert ppo_as_run(spec, {"_train_batch_size_per_learner": 128}).num_envs_per_env_runner == 1
+    big = ppo_as_run(spec, {"_train_batch_size_per_learner": 4096})
+    assert big.num_envs_per_env_runner == PPO_ENVS
+    assert big.total_train_batch_size == 4096
 
 
 @pytest.mark.parametrize(
@@ -261,9 +290,10 @@ def test_only_ppo_and_dqn_vectorise_by_default():
     for algorithm in ALGORITHMS + PRESETS:
         spec = spec_of(algorithm)
         base = registry.base_algorithm(algorithm)
-        want = {"PPO": PPO_ENVS, "DQN": 8}.get(base, 1)
+        want = {"PPO": PPO_ENVS, "DQN": 8}.get(base, 1)  # PPO: RLlib's batch of 4000
         assert num_envs_of(spec) == want, algorithm
         assert trial_params(spec)["num_envs_per_env_runner"] == want, algorithm
+        assert as_trial_runs(trial_params(spec), algorithm)["num_envs_per_env_runner"] == want
 
 
 def test_ppo_evaluation_keeps_the_specs_own_env_count():
@@ -314,6 +344,11 @@ def test_ppos_env_count_is_reported_and_pasted_reruns_it():
     config, resources = derived_settings(trial_params(spec), spec)
     assert (config, resources) == ({}, {"num_envs_per_env_runner": PPO_ENVS})
     assert ppo_as_run(paste(spec, config, resources)).num_envs_per_env_runner == PPO_ENVS
+    # a sampled batch's own env count, as its trial ran it
+    space = {"train_batch_size_per_learner": {"choice": [1024, 4096]}}
+    spec = spec_of("PPO", search={"method": "random", "space": space})
+    params = {**trial_params(spec), "_train_batch_size_per_learner": 1024}
+    assert derived_settings(params, spec) == ({}, {"num_envs_per_env_runner": 4})
 
 
 def test_nothing_is_derived_where_the_spec_set_it():

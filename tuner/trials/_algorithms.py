@@ -59,6 +59,11 @@ HOLD_RATIO_KEY = "_tuner_hold_update_ratio"
 # Set when the algorithm's flat_replay_defaults are in force (flat_defaults_apply): the
 # trial must then take the flat replay path, which counts its updates exactly.
 FLAT_DEFAULTS_KEY = "_tuner_flat_defaults"
+# Set when a performance default's env count is in force for on-policy sampling
+# (vector_defaults_apply): the most envs; the trial takes fewer where its train batch is
+# small (vector_envs), so each env samples at least MIN_STEPS_PER_ENV steps of a batch.
+VECTOR_ENVS_KEY = "_tuner_vector_envs"
+MIN_STEPS_PER_ENV = 256
 _RATIO_KEYS = ("rollout_fragment_length", "training_intensity")
 _ENVS = "num_envs_per_env_runner"
 
@@ -204,8 +209,8 @@ class _SweepTrialMixin:
         config = seeded_config(config)
         if isinstance(config, dict) and CODE_KEY in config:
             config = with_user_code(config)
-        if isinstance(config, dict) and HOLD_RATIO_KEY in config:
-            config = hold_update_ratio(config, type(self).__name__.removeprefix("Tuner"))
+        if isinstance(config, dict):
+            config = as_trial_runs(config, type(self).__name__.removeprefix("Tuner"))
         self._flat_defaults = False
         if isinstance(config, dict) and FLAT_DEFAULTS_KEY in config:
             config = dict(config)
@@ -439,8 +444,47 @@ def num_envs_of(spec: ExperimentSpec) -> int:
     if flat_defaults_apply(spec):
         return int(registry.get(spec.algorithm).flat_replay_defaults.get(_ENVS, 1))
     if vector_defaults_apply(spec):
-        return int(registry.get(spec.algorithm).performance_defaults[_ENVS])
+        cfg = TRAINABLES[spec.base_algorithm].get_default_config()
+        code = code_settings(spec)
+        cfg.update_from_dict({k: v for k, v in fixed_settings(spec).items() if k not in code})
+        cfg.learners(num_learners=spec.resources.num_learners)
+        runners = spec.resources.num_env_runners
+        return envs_for_batch(cfg.total_train_batch_size, runners, most_vector_envs(spec))
     return own_num_envs(spec)
+
+
+def most_vector_envs(spec: ExperimentSpec) -> int:
+    """The env count of the algorithm's vectorised performance default (PPO: 8), which a
+    trial takes where its batch is large enough (envs_for_batch)."""
+    return int(registry.get(spec.algorithm).performance_defaults[_ENVS])
+
+
+def envs_for_batch(total_batch: int, runners: int, most: int) -> int:
+    """The env count of a vectorised default for a train batch: up to `most`, fewer so
+    that each env samples at least MIN_STEPS_PER_ENV steps of every batch (2,048 over no
+    remote env runners: 8; 1,000: 3; under 512: 1, so that a small batch's episodes end
+    within its iteration as they do on one env)."""
+    per_env = MIN_STEPS_PER_ENV * max(int(runners), 1)
+    return max(1, min(int(most), int(total_batch) // per_env))
+
+
+def vector_envs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
+    """A trial config with the env count its own train batch gets (envs_for_batch; the
+    batch may be sampled), where VECTOR_ENVS_KEY says a vectorised default is in force."""
+    out = {k: v for k, v in config.items() if k != VECTOR_ENVS_KEY}
+    most = config.get(VECTOR_ENVS_KEY)
+    if not most:
+        return out
+    cfg = TRAINABLES[registry.base_algorithm(algorithm)].get_default_config()
+    cfg.update_from_dict({k: v for k, v in out.items() if not k.startswith("_tuner")})
+    out[_ENVS] = envs_for_batch(cfg.total_train_batch_size, cfg.num_env_runners, int(most))
+    return out
+
+
+def as_trial_runs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
+    """A trial's config dict as the trial runs it: its env count (vector_envs) and its
+    held update ratio (hold_update_ratio) set, their markers gone."""
+    return hold_update_ratio(vector_envs(config, algorithm), algorithm)
 
 
 def holds_update_ratio(spec: ExperimentSpec) -> bool:
@@ -509,10 +553,10 @@ def derived_settings(
         rest = {k: v for k, v in trial_config.items() if k != CONFIRM_KEY}
         trial_config = apply_values(rest, confirm["values"])
     config: dict[str, Any] = {}
+    ran = as_trial_runs(trial_config, spec.algorithm)
     if HOLD_RATIO_KEY in trial_config and not trial_config.get("training_intensity"):
-        held = hold_update_ratio(trial_config, spec.algorithm)
-        config = {k: held[k] for k in _RATIO_KEYS if k in held}
-    envs = trial_config.get(_ENVS)
+        config = {k: ran[k] for k in _RATIO_KEYS if k in ran}
+    envs = ran.get(_ENVS)
     resources = {_ENVS: envs} if envs is not None and envs != own_num_envs(spec) else {}
     return config, resources
 
@@ -762,9 +806,10 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
             evaluation_duration=spec.evaluation.duration,
             evaluation_duration_unit="episodes",
         )
-        if envs != own_num_envs(spec):
-            # evaluation keeps the spec's own env count: RLlib's episode-count evaluation
-            # over parallel envs returns the first episodes to end, the shorter ones
+        if envs != own_num_envs(spec) or vector_defaults_apply(spec):
+            # evaluation keeps the spec's own env count (a trial's own batch may give it
+            # more: vector_envs): RLlib's episode-count evaluation over parallel envs
+            # returns the first episodes to end, the shorter ones
             own = {_ENVS: own_num_envs(spec)}
             config.evaluation(evaluation_config={**own, **(config.evaluation_config or {})})
     config.debugging(seed=spec.seed)

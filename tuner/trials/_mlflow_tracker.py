@@ -25,9 +25,9 @@ from tuner.spec import POPULATION_SCHEDULERS, ExperimentSpec
 from tuner.trials._algorithms import (
     CONFIRM_KEY,
     apply_values,
+    as_trial_runs,
     derived_settings,
     fixed_settings,
-    hold_update_ratio,
     sampled_values,
     seed_of,
     stage_of,
@@ -267,7 +267,7 @@ class MLflowTracker(Callback):
                 for k, v in {**derived_config, **derived_resources}.items()
             }
         )
-        config = hold_update_ratio(config, spec.algorithm)  # as the trial sets it
+        config = as_trial_runs(config, spec.algorithm)  # as the trial sets it
         self.runs.log(run.info.run_id, params=params)
         self.client.log_text(
             run.info.run_id,

@@ -19,15 +19,18 @@ from tuner.trials._algorithms import (
     CONFIRM_KEY,
     FLAT_DEFAULTS_KEY,
     HOLD_RATIO_KEY,
+    VECTOR_ENVS_KEY,
     apply_values,
     build_config,
     code_settings,
     flat_defaults_apply,
     holds_update_ratio,
+    most_vector_envs,
     own_num_envs,
     sampled_values,
     trainable_for,
     user_code,
+    vector_defaults_apply,
 )
 from tuner.trials._custom import custom_params, custom_resources, is_function
 from tuner.trials._envs import register_env
@@ -57,6 +60,8 @@ def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
         params[HOLD_RATIO_KEY] = own_num_envs(spec)
     if flat_defaults_apply(spec):
         params[FLAT_DEFAULTS_KEY] = True
+    if vector_defaults_apply(spec):
+        params[VECTOR_ENVS_KEY] = most_vector_envs(spec)
     return params
 
 
