@@ -423,6 +423,11 @@ function renderBest() {
   setText($('#best-trial-id'), String(best.trial_id ?? ''));
   setText($('#best-metric'), fmtNum(best.metric_value));
   setText($('#best-checkpoint'), best.checkpoint || '—');
+  // resources a performance default set for it (num_envs_per_env_runner), to rerun it as it ran
+  const resources = Object.entries(best.resources || {});
+  setText($('#best-resources'), resources.map(([k, v]) => `${k}: ${v}`).join(', '));
+  show($('#best-resources-label'), resources.length > 0);
+  show($('#best-resources'), resources.length > 0);
   // Written only when changed, so a selection inside the <pre> survives polling.
   setText($('#best-config'), JSON.stringify(best.config ?? {}, null, 2));
   const trial = s.trials.find((t) => t.trial_id === best.trial_id);
