@@ -237,3 +237,48 @@ def test_sac_with_sb3_shaped_q_networks_trains_on_the_flat_path(ray_local):
     sampled = result["num_env_steps_sampled_lifetime"]
     trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
     assert trained == 16 * sampled
+
+
+@pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
+def test_one_metrics_reduce_a_round_trains_the_very_same_weights(ray_local, monkeypatch, algorithm):
+    """A uniform buffer's round reduces the learner's metrics once, after its last update
+    (_fast_replay.training_step): same seed, same batches, same target-network checks, so
+    the weights come out bit for bit those of a reduce after every update, and the
+    counters are the same."""
+    import torch
+
+    from tuner.trials import _fast_replay
+
+    runs = {}
+    for each in (False, True):
+        monkeypatch.setattr(_fast_replay, "REDUCE_EACH_UPDATE", each)
+        algo = _trial(
+            algorithm,
+            {
+                "replay_buffer_config": UNIFORM,
+                "training_intensity": 8,  # 8 updates a round: 7 without a reduce
+                "num_steps_sampled_before_learning_starts": 0,
+                "min_time_s_per_iteration": 0,
+                "target_network_update_freq": 8 if algorithm == "DQN" else 0,
+            },
+        )
+        try:
+            results = [algo.train() for _ in range(2)]
+            assert algo._replay_path == "flat"
+            state = algo.learner_group._learner.module["default_policy"].state_dict()
+            weights = {k: v.detach().clone() for k, v in state.items()}
+        finally:
+            algo.stop()
+        learners = results[-1]["learners"]
+        runs[each] = (
+            weights,
+            results[-1]["num_env_steps_sampled_lifetime"],
+            learners["__all_modules__"]["num_env_steps_trained_lifetime"],
+            learners["default_policy"]["num_module_steps_trained_lifetime"],
+        )
+    (once, *counters_once), (each, *counters_each) = runs[False], runs[True]
+    assert counters_once == counters_each
+    assert counters_once[1] / counters_once[0] == pytest.approx(8)
+    assert once.keys() == each.keys() and once
+    for key in once:
+        assert torch.equal(once[key], each[key]), key
