@@ -20,7 +20,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 # These first, in this order; any other bench/*.py (not _private, not this file) after;
-# LAST at the end (vs_sb3: the longest, ~2 h; it skips without the `bench` extra).
+# LAST at the end (vs_sb3: the longest, ~40 min here; it skips without the `bench` extra).
 FIRST = ["tracking_overhead", "service_vs_plain", "polling"]
 LAST = ["vs_sb3"]
 TAKES_QUICK = {"vs_sb3"}

@@ -29,7 +29,8 @@ reports the mean of its own last <= 10 episodes; older iterations fill the windo
 back to 10 episodes, weighted by their episode counts), time = that iteration's
 `time_total_s`: an upper bound, late by up to one iteration.
 
-    .venv/bin/python bench/vs_sb3.py [--quick] [--algos ppo,dqn,dqn_zoo,sac] [--seeds 3] [--keep]
+    .venv/bin/python bench/vs_sb3.py [--quick] [--algos ppo,dqn,dqn_zoo,sac] [--seeds 3]
+        [--seed-start 0] [--keep]
     .venv/bin/python bench/vs_sb3.py --algos ppo --sb3-envs 8
 
 Our PPO and DQN trials step 8 vectorised envs by default (tuner/algorithms/
@@ -594,7 +595,7 @@ def report(algo: str, steps: int, sb3: list[dict[str, Any]], ours: list[dict[str
     for i, (s, o) in enumerate(zip(sb3, ours, strict=True)):
         rows.append(
             [
-                f"seed {i}",
+                f"seed {s.get('seed', i)}",
                 f"{s['env_steps']:,}",
                 f"{o['env_steps']:,}",
                 fmt(s["learn_s"]),
@@ -705,6 +706,9 @@ def main(argv: list[str] | None = None) -> int:
         "--algos", default=",".join(ALGOS), help=f"comma-separated: {','.join(ALGOS)}"
     )
     parser.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3)")
+    parser.add_argument(
+        "--seed-start", type=int, default=0, help="first seed (more seeds for a case: 3 runs 3..)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
     parser.add_argument(
         "--sb3-envs",
@@ -749,7 +753,7 @@ def main(argv: list[str] | None = None) -> int:
         for algo in algos:
             steps = ALGOS[algo]["quick_steps" if args.quick else "steps"]
             sb3_runs, our_runs = [], []
-            for seed in range(seeds):
+            for seed in range(args.seed_start, args.seed_start + seeds):
                 arms = ["sb3", "ours"] if seed % 2 == 0 else ["ours", "sb3"]
                 for arm in arms:
                     t0 = time.perf_counter()
@@ -757,6 +761,7 @@ def main(argv: list[str] | None = None) -> int:
                         sb3_runs.append(run_sb3(algo, seed, steps, tmp, args.sb3_envs))
                     else:
                         our_runs.append(run_ours(algo, seed, steps, tmp))
+                    (sb3_runs if arm == "sb3" else our_runs)[-1]["seed"] = seed
                     print(
                         f"  {algo} seed {seed} {arm}: {time.perf_counter() - t0:.1f} s", flush=True
                     )
