@@ -142,3 +142,28 @@ def test_with_evaluation_a_seeds_score_is_its_final_deterministic_evaluation(ray
         evaluate_checkpoint(uri, episodes=2, seed=runs[0].seed).mean_return == played[0].mean_return
     )
     assert not [w for w in summary.warnings if "has no score" in w]
+
+
+def test_a_search_stopped_on_target_goes_on_to_its_confirmation(ray_local, tmp_path):
+    """`stop_on_target` ends the search with its trials' Tune log files still open; the
+    confirmation stage then builds its own Tuner, which pickles its run config (callbacks
+    included). Tune's loggers of the search must not be among them (they were: a
+    PicklingError, "Cannot pickle files that are not opened for reading", and the sweep
+    of experiments/cartpole-ppo.yaml failed after its search)."""
+    spec = tiny_spec(
+        name="confirm-on-target",
+        search={"method": "grid", "space": {"lr": {"grid": [1e-3, 1e-4]}}},
+        # any episode returns >= 1: the first trial to report stops the search
+        stop={"episode_return_mean": 1, "training_iteration": 3, "stop_on_target": True},
+        max_concurrent_trials=2,
+        confirm={"top_k": 1, "seeds": 2},
+        seed=5,
+    )
+    callbacks: list = []
+    summary = run_sweep(spec, storage_path=tmp_path / "tune", progress=False, callbacks=callbacks)
+    assert summary.status == "SUCCEEDED", summary
+    assert callbacks == []  # Tune added its loggers to its own copy, not to ours
+    (confirmed,) = summary.confirmation
+    assert len(confirmed.trials) == 2
+    confirm = [t for t in summary.trials if t.stage == "confirm"]
+    assert [t.status for t in confirm] == ["TERMINATED"] * 2

@@ -119,7 +119,9 @@ def build_tuner(
         name=name,
         storage_path=str(storage_path),
         stop=CombinedStopper(stopper, *stoppers) if stoppers else stopper,
-        callbacks=callbacks or [],
+        # a copy: Tune appends its own loggers to this list during fit, and a list of
+        # ours that kept them (open trial files) could not be pickled by the next stage
+        callbacks=list(callbacks or []),
         checkpoint_config=CheckpointConfig(
             num_to_keep=ckpt.num_to_keep,
             checkpoint_score_attribute=ckpt.score_attribute or spec.metric,
@@ -196,7 +198,7 @@ def restore_tuner(
     if callbacks:
         # Tune restores its RunConfig from the pickled state; fresh callbacks (which
         # find their MLflow runs again by tag) replace the pickled ones.
-        tuner._local_tuner._run_config.callbacks = callbacks
+        tuner._local_tuner._run_config.callbacks = list(callbacks)  # a copy, as above
     return tuner
 
 
