@@ -284,8 +284,8 @@ class AlgorithmInfo(_View):
     )
     performance_defaults: dict[str, Any] = Field(
         default_factory=dict,
-        description="Settings that make small trials fast without changing what is learned "
-        "per sample (the spec's `config` wins); `num_envs_per_env_runner` (PPO: the most, each "
+        description="Settings that make small trials fast without changing the update ratio "
+        "or the batch (the spec's `config` wins); `num_envs_per_env_runner` (PPO: the most, each "
         "env sampling 256+ steps of a batch) applies where the spec sets no env count, "
         "fragment or batch_mode and runs one agent on a flat gymnasium env.",
     )

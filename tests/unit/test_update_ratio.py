@@ -367,3 +367,28 @@ def test_a_confirmation_trials_ratio_is_that_of_its_candidates_values():
     config, _ = derived_settings(params, spec)
     ran = hold_update_ratio(apply_values(trial_params(spec), candidate), "DQN")
     assert config["training_intensity"] == ran["training_intensity"] == pytest.approx(128)
+
+
+def test_a_pasted_env_count_keeps_evaluation_on_the_specs_own_envs():
+    """Pasted under `resources`, the env count is the spec's own, and evaluation would
+    run on as many; the derived config pins evaluation to the env count it ran on."""
+    spec = spec_of("PPO", evaluation={"interval": 1, "duration": 4})
+    assert build_config(spec).get_evaluation_config_object().num_envs_per_env_runner == 1
+    config, resources = derived_settings(trial_params(spec), spec)
+    assert resources == {"num_envs_per_env_runner": PPO_ENVS}
+    assert config == {"evaluation_config": {"num_envs_per_env_runner": 1}}
+    again = build_config(paste(spec, config, resources, evaluation={"interval": 1, "duration": 4}))
+    assert again.num_envs_per_env_runner == PPO_ENVS
+    assert again.get_evaluation_config_object().num_envs_per_env_runner == 1
+
+
+def test_a_custom_loop_derives_nothing():
+    spec = parse_spec(
+        {
+            "name": "own",
+            "algorithm": "tuner_examples.trainables:reinforce",
+            "metric": "episode_return_mean",
+            "config": {"num_envs_per_env_runner": 4},
+        }
+    )
+    assert derived_settings({"num_envs_per_env_runner": 4}, spec) == ({}, {})

@@ -546,8 +546,13 @@ def derived_settings(
     """What a trial ran with beyond its spec, as it ran: (config settings, resources).
     The config ones are the held update ratio (the training_intensity hold_update_ratio
     sets, with the rollout_fragment_length as rounded for it); the resources one a
-    performance default's env count (DQN's flat path, PPO). The spec's `config` with the
-    first and its `resources` with the second rerun the trial as it ran."""
+    performance default's env count (DQN's flat path, PPO), and then, where the spec
+    evaluates, evaluation's own env count under `evaluation_config` among the config
+    ones (a spec that sets the env count itself evaluates on as many). The spec's
+    `config` with the first and its `resources` with the second rerun the trial as it
+    ran."""
+    if spec.custom_algorithm:  # its own loop: nothing of RLlib's is derived
+        return {}, {}
     confirm = trial_config.get(CONFIRM_KEY)
     if isinstance(confirm, dict):  # a confirmation trial runs its candidate's values
         rest = {k: v for k, v in trial_config.items() if k != CONFIRM_KEY}
@@ -558,6 +563,9 @@ def derived_settings(
         config = {k: ran[k] for k in _RATIO_KEYS if k in ran}
     envs = ran.get(_ENVS)
     resources = {_ENVS: envs} if envs is not None and envs != own_num_envs(spec) else {}
+    if resources and spec.evaluation.interval:
+        evaluation = dict(fixed_settings(spec).get("evaluation_config") or {})
+        config["evaluation_config"] = {**evaluation, _ENVS: own_num_envs(spec)}
     return config, resources
 
 
