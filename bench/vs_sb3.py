@@ -65,6 +65,23 @@ ROOT = BENCH.parent
 WORKER_NICENESS = int(os.environ.get("RAY_worker_niceness", "15"))  # Ray's default: 15
 WINDOW = 10  # episodes in the "mean return of the last N episodes" of time to target
 
+# DQN settings of SB3's that both DQN cases (its defaults, rl-zoo3's) share, and their rows
+DQN_COMMON: dict[str, Any] = {
+    "tau": 1.0,
+    "gamma": 0.99,
+    "grad_clip": 10.0,
+    "grad_clip_by": "global_norm",
+    "double_q": False,
+    "dueling": False,
+    "n_step": 1,
+    "td_error_loss_fn": "huber",
+    "adam_epsilon": 1e-8,
+}
+DQN_COMMON_ROWS = [
+    ("loss / grad clip", "smooth L1, max_grad_norm=10", "td_error_loss_fn=huber, grad_clip=10"),
+    ("variant", "vanilla DQN", "double_q=False dueling=False n_step=1"),
+]
+
 # Each algorithm: SB3's defaults (stable_baselines3 2.x, checked against its source) and
 # the RLlib 2.60 settings that match them. `steps`/`quick_steps`: env steps per run.
 ALGOS: dict[str, dict[str, Any]] = {
@@ -129,15 +146,7 @@ ALGOS: dict[str, dict[str, Any]] = {
             "num_steps_sampled_before_learning_starts": 100,
             "replay_buffer_config": {"type": "EpisodeReplayBuffer", "capacity": 1_000_000},
             "target_network_update_freq": 10_000,
-            "tau": 1.0,
-            "gamma": 0.99,
-            "grad_clip": 10.0,
-            "grad_clip_by": "global_norm",
-            "double_q": False,
-            "dueling": False,
-            "n_step": 1,
-            "td_error_loss_fn": "huber",
-            "adam_epsilon": 1e-8,
+            **DQN_COMMON,
             # "epsilon" is set from the budget: SB3 decays over exploration_fraction
         },
         "model": {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"},
@@ -166,12 +175,7 @@ ALGOS: dict[str, dict[str, Any]] = {
                 "epsilon=[[0,1.0],[0.1*steps,0.05]]",
             ),
             ("learning rate / gamma", "learning_rate=1e-4 gamma=0.99", "lr=1e-4 gamma=0.99"),
-            (
-                "loss / grad clip",
-                "smooth L1, max_grad_norm=10",
-                "td_error_loss_fn=huber, grad_clip=10",
-            ),
-            ("variant", "vanilla DQN", "double_q=False dueling=False n_step=1"),
+            *DQN_COMMON_ROWS,
             ("net", "[64,64] relu", "fcnet_hiddens=[64,64] relu, no extra head layer"),
         ],
         "unmatched": "Init differs (torch default on both, different layer code); SB3 samples "
@@ -209,15 +213,7 @@ ALGOS: dict[str, dict[str, Any]] = {
             "num_steps_sampled_before_learning_starts": 1000,
             "replay_buffer_config": {"type": "EpisodeReplayBuffer", "capacity": 100_000},
             "target_network_update_freq": 10,
-            "tau": 1.0,
-            "gamma": 0.99,
-            "grad_clip": 10.0,
-            "grad_clip_by": "global_norm",
-            "double_q": False,
-            "dueling": False,
-            "n_step": 1,
-            "td_error_loss_fn": "huber",
-            "adam_epsilon": 1e-8,
+            **DQN_COMMON,
         },
         "resources": {"num_envs_per_env_runner": 8},
         "model": {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
@@ -246,12 +242,7 @@ ALGOS: dict[str, dict[str, Any]] = {
                 "epsilon=[[0,1.0],[0.16*steps,0.04]]",
             ),
             ("learning rate / gamma", "learning_rate=2.3e-3 gamma=0.99", "lr=2.3e-3 gamma=0.99"),
-            (
-                "loss / grad clip",
-                "smooth L1, max_grad_norm=10",
-                "td_error_loss_fn=huber, grad_clip=10",
-            ),
-            ("variant", "vanilla DQN", "double_q=False dueling=False n_step=1"),
+            *DQN_COMMON_ROWS,
             ("net", "[256,256] relu", "fcnet_hiddens=[256,256] relu, no extra head layer"),
         ],
         "unmatched": "rl-zoo3's tuned settings, not SB3's defaults. SB3 samples 1 env, ours 8 "
