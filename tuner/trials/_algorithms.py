@@ -468,6 +468,12 @@ def envs_for_batch(total_batch: int, runners: int, most: int) -> int:
     return max(1, min(int(most), int(total_batch) // per_env))
 
 
+def _trial_rllib_config(config: dict[str, Any], algorithm: str) -> AlgorithmConfig:
+    """The RLlib config a trial's config dict (without its markers) builds."""
+    cfg = TRAINABLES[registry.base_algorithm(algorithm)].get_default_config()
+    return cfg.update_from_dict({k: v for k, v in config.items() if not k.startswith("_tuner")})
+
+
 def vector_envs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     """A trial config with the env count its own train batch gets (envs_for_batch; the
     batch may be sampled), where VECTOR_ENVS_KEY says a vectorised default is in force."""
@@ -475,8 +481,7 @@ def vector_envs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     most = config.get(VECTOR_ENVS_KEY)
     if not most:
         return out
-    cfg = TRAINABLES[registry.base_algorithm(algorithm)].get_default_config()
-    cfg.update_from_dict({k: v for k, v in out.items() if not k.startswith("_tuner")})
+    cfg = _trial_rllib_config(out, algorithm)
     out[_ENVS] = envs_for_batch(cfg.total_train_batch_size, cfg.num_env_runners, int(most))
     return out
 
@@ -526,8 +531,7 @@ def hold_update_ratio(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     exact = bool(config.get(FLAT_DEFAULTS_KEY))  # the flat path counts updates exactly
     if not held or out.get("training_intensity"):
         return out
-    cfg = TRAINABLES[registry.base_algorithm(algorithm)].get_default_config()
-    cfg.update_from_dict({k: v for k, v in out.items() if not k.startswith("_tuner")})
+    cfg = _trial_rllib_config(out, algorithm)
     auto = _auto_fragment(cfg.n_step)
     fragment = out.get("rollout_fragment_length")
     if not isinstance(fragment, int):
