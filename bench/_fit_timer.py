@@ -1,6 +1,6 @@
 """Timers inside a sweep's driver: Tune's fit loop, and our MLflow callback's hooks.
 
-Kept apart from _common.py because it imports ray and tuner.trials."""
+Kept apart from _common.py because it imports ray and tuner.sweep."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from ray import tune
 
-from tuner.trials import MLflowTracker
+from tuner.tracking._mlflow_tracker import MLflowTracker
 
 # Written by the callback, read by the benchmark: a module-level dict of an importable
 # module, so a copy of the callback that Tune may hold still writes where we read.
@@ -76,7 +76,7 @@ class TimedTracker(MLflowTracker):
 
 def use_timed_tracker() -> None:
     """Makes run_sweep (in this process only) track with TimedTracker."""
-    import tuner.trials._run as run_module
+    import tuner.sweep._run as run_module
 
     run_module.MLflowTracker = TimedTracker
 

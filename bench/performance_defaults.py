@@ -48,9 +48,9 @@ CASES = {
 
 def one_trial(algorithm: str, steps: int, rllib_own: bool) -> dict[str, Any]:
     """Trains one trial for `steps` env steps; its throughput and trained/sampled ratio."""
+    from tuner.rllib._config import trainable_for
     from tuner.spec import parse_spec
-    from tuner.trials._algorithms import trainable_for
-    from tuner.trials._tuner import trial_params
+    from tuner.sweep._tuner import trial_params
 
     case = CASES[algorithm]
     config = {**case["config"]}

@@ -27,13 +27,13 @@ the same way: its final policy, deterministic actions, 10 episodes.
   ours     `tuner run` of a spec whose `config` fixes the best values (nothing left to
            search), `confirm: {top_k: 1, seeds: S}`, `evaluation: {interval: <last
            iteration>, duration: 10}`: the confirmation stage's per-seed scores are
-           tuner.trials.evaluate_checkpoint of each seed's final checkpoint.
+           tuner.rllib.evaluate_checkpoint of each seed's final checkpoint.
   rl-zoo3  stable-baselines3 PPO with the hyperparameters rl-zoo3 trains a study's
            trial with (its hyperparams/ppo.yml CartPole-v1 entry, the best trial's
            params through its HYPERPARAMS_CONVERTER, its schedules), on each seed;
            scored with sb3's evaluate_policy(deterministic=True, n_eval_episodes=10).
 
-Both sides' statistics come from tuner.trials._confirm.stats (mean, 95 % bootstrap
+Both sides' statistics come from tuner.sweep._confirm.stats (mean, 95 % bootstrap
 CI of the mean) and iqm.
 
     RATIO quality.wall = wall(ours) / wall(rl-zoo3)
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def compare(tmp: Path, trials: int, steps: int, seeds: int, threads: int, timeout: float) -> int:
     # untimed warm-up: both tools' imports once, so neither pays a cold file cache
-    for code in ("import tuner.trials, ray.rllib.algorithms.ppo", "import rl_zoo3.train"):
+    for code in ("import tuner.sweep, ray.rllib.algorithms.ppo", "import rl_zoo3.train"):
         run_timed([sys.executable, "-c", code], child_env(), tmp / "warmup.log", 300)
 
     print("\n[1/4] our search: tuner run (optuna, median stopping, 2 trials at a time)", flush=True)
@@ -353,7 +353,7 @@ def compare(tmp: Path, trials: int, steps: int, seeds: int, threads: int, timeou
         print(f"      seed {seed}: {zoo_scores[-1]:.1f}", flush=True)
     print(f"      {time.perf_counter() - t0:.1f} s", flush=True)
 
-    from tuner.trials._confirm import stats
+    from tuner.sweep._confirm import stats
 
     ours_st = stats([x for x in ours_scores if math.isfinite(x)])
     zoo_st = stats(zoo_scores)

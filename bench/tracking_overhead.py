@@ -1,7 +1,7 @@
 """Tracking overhead: the same sweep with and without our MLflow callback.
 
 One local Ray (2 CPUs), the tiny PPO CartPole sweep of _common.py run through
-`tuner.trials.run_sweep` with `tracking=None` (A) and with MLflow tracking to a
+`tuner.sweep.run_sweep` with `tracking=None` (A) and with MLflow tracking to a
 SQLite store plus a local artifact folder (B), in the order A B B A (repeated with
 --repeats, default 2) so that drift cancels. Prints each run, the means, and
 
@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     from _fit_timer import FitTimer, fit_seconds, tracker_seconds, use_timed_tracker
 
     from tuner.spec import parse_spec
-    from tuner.trials import TrackingConfig, ensure_ray, run_sweep
+    from tuner.sweep._run import ensure_ray, run_sweep
+    from tuner.tracking._mlflow_tracker import TrackingConfig
 
     tmp = Path(tempfile.mkdtemp(prefix="tuner-bench-tracking-"))
     try:

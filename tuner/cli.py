@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from tuner import validation
 from tuner.settings import Settings
-from tuner.spec import SpecError, load_spec
+from tuner.spec import SpecError
 
 if TYPE_CHECKING:
     import httpx
 
-    from tuner.trials import SweepSummary, TrackingConfig
+    from tuner.tracking import TrackingConfig
+    from tuner.views import SweepSummary
 
 app = typer.Typer(
     help="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked in MLflow.",
@@ -78,6 +80,41 @@ FitOpt = Annotated[
 ]
 
 
+def _checked(
+    file: Path,
+    settings: Settings,
+    allow_module: list[str] | None,
+    *,
+    fit: bool,
+    build_env: bool = True,
+    plan: bool = False,
+) -> validation.Checked:
+    """The spec file through the one validation pipeline (tuner.validation); every
+    problem printed and exit 2 if it has any."""
+    try:
+        try:
+            text = file.read_text()
+        except OSError as e:
+            raise SpecError.one("(file)", e.strerror or str(e), str(file)) from None
+        nodes = target_nodes(settings) if fit else None
+    except SpecError as e:
+        _print_issues(e, file)
+        raise typer.Exit(2) from None
+    checks = validation.Checks(
+        allowed_modules=_allowed(settings, allow_module),
+        nodes=nodes,
+        build_env=build_env,
+        max_trials=settings.max_trials,
+        max_asha_rungs=settings.max_asha_rungs,
+        plan=plan,
+    )
+    checked = validation.check_source(text, file.suffix != ".json", checks)
+    if not checked.ok:
+        _print_issues(checked.error(), file)
+        raise typer.Exit(2)
+    return checked
+
+
 @app.command()
 def validate(
     file: Annotated[Path, typer.Argument(help="Spec file (YAML or JSON).")],
@@ -86,23 +123,10 @@ def validate(
     fit: FitOpt = True,
 ) -> None:
     """Check a spec; print each problem with its field path and bad value."""
-    from tuner.trials import check_fits, validate_spec
-
-    settings = Settings()
-    try:
-        spec = load_spec(file)
-        warnings = validate_spec(
-            spec,
-            build_env=env_check,
-            allowed_modules=_allowed(settings, allow_module),
-            max_asha_rungs=settings.max_asha_rungs,
-        )
-        if fit:
-            check_fits(spec, target_nodes(settings))
-    except SpecError as e:
-        _print_issues(e, file)
-        raise typer.Exit(2) from None
-    for w in warnings:
+    checked = _checked(file, Settings(), allow_module, fit=fit, build_env=env_check)
+    spec = checked.spec
+    assert spec is not None
+    for w in checked.warnings:
         err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     typer.echo(f"{file}: ok ({spec.algorithm} on {spec.env}, {spec.search.method} search)")
 
@@ -116,24 +140,9 @@ def plan(
 ) -> None:
     """What a spec will cost: trials, one trial's resources, how many run at once on the
     target cluster and what limits that, the most env steps, whether it fits."""
-    from tuner.search_spaces import resolve_space
-    from tuner.trials import plan_spec, validate_spec
-
-    settings = Settings()
-    try:
-        spec = load_spec(file)
-        space = resolve_space(spec)  # once: validation and the plan share it
-        validate_spec(
-            spec,
-            build_env=False,
-            allowed_modules=_allowed(settings, allow_module),
-            max_asha_rungs=settings.max_asha_rungs,
-            space=space,
-        )
-        result = plan_spec(spec, target_nodes(settings) if fit else None, space=space)
-    except SpecError as e:
-        _print_issues(e, file)
-        raise typer.Exit(2) from None
+    checked = _checked(file, Settings(), allow_module, fit=fit, build_env=False, plan=True)
+    result = checked.plan
+    assert result is not None
     if output == "json":
         typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
@@ -171,12 +180,11 @@ def run(
         err.print(f"--output: expected 'table' or 'json', got {output!r}")
         raise typer.Exit(2)
     settings = Settings(data_dir=data_dir) if data_dir else Settings()
-    try:
-        spec = load_spec(file)
-    except SpecError as e:
-        _print_issues(e, file)
-        raise typer.Exit(2) from None
-    from tuner.launcher import _local
+    # validated before Ray starts: a bad spec costs seconds, not a cluster's start
+    checked = _checked(file, settings, allow_module, fit=settings.cluster_fit_check)
+    spec = checked.spec
+    assert spec is not None
+    from tuner.launcher import ensure_ray
 
     settings.data_path.mkdir(parents=True, exist_ok=True)
     # the local Ray starts while RLlib and torch import and MLflow's store opens on a
@@ -186,16 +194,16 @@ def run(
     )
     _Ending.after_ray = True
     preparing.start()
-    _local.ensure_ray()
+    ensure_ray()
     preparing.join()
-    from tuner.trials import StorageError, run_sweep
-    from tuner.trials._graceful import GracefulCtrlC
+    from tuner.sweep import GracefulCtrlC, StorageError, run_sweep
 
     try:
         summary = run_sweep(
             spec,
             storage_path=settings.tune_storage,
             resume=resume,
+            space=checked.space,
             progress_to_stderr=output == "json",
             tracking=tracking_config(settings),
             check_fit=settings.cluster_fit_check,
@@ -223,8 +231,8 @@ def run(
 
 def _import_and_open(tracking_uri: str) -> None:
     """`tuner run`'s thread beside the Ray start: RLlib and torch, then MLflow's store."""
-    from tuner.trials import import_driver
-    from tuner.trials._mlflow_writer import open_store
+    from tuner.sweep import import_driver
+    from tuner.tracking import open_store
 
     import_driver()
 
@@ -233,7 +241,7 @@ def _import_and_open(tracking_uri: str) -> None:
 
 def tracking_config(settings: Settings) -> TrackingConfig:
     """MLflow tracking as the settings say (embedded: SQLite + artifacts in the data dir)."""
-    from tuner.trials import TrackingConfig
+    from tuner.tracking import TrackingConfig
 
     return TrackingConfig(
         tracking_uri=settings.tracking_uri,
@@ -293,7 +301,7 @@ def evaluate(
     """Restore a checkpoint's policy and report its mean return over N episodes."""
     from gymnasium import error as gym_error
 
-    from tuner.trials import evaluate_checkpoint
+    from tuner.rllib import evaluate_checkpoint
 
     settings = Settings()
     try:

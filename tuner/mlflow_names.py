@@ -1,7 +1,7 @@
 """Every name tuner writes into MLflow, spelled once: tags, params, metrics, artifact
 paths, registered-model names and UI links.
 
-The tracker (tuner/trials/_mlflow_*.py), the purge (tuner/_purge.py), the reports and
+The tracker (tuner/trials/_mlflow_*.py), the purge (tuner/purge.py), the reports and
 the tests read them from here. Plain strings only: importing this module loads neither
 MLflow nor Ray.
 """

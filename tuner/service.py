@@ -100,7 +100,7 @@ def deletable(store: Store, experiment_id: str) -> ExperimentRecord:
 
 def delete(store: Store, experiment_id: str) -> ExperimentRecord:
     """Removes a sweep that is not running from the store, atomically against a resume;
-    returns what it was (its Tune files and MLflow runs stay: see tuner._purge)."""
+    returns what it was (its Tune files and MLflow runs stay: see tuner.purge)."""
     rec = deletable(store, experiment_id)
     if not store.delete_experiment(experiment_id, allowed_from=TERMINAL):
         rec = store.get_experiment(experiment_id)

@@ -150,7 +150,7 @@ def test_sweep_spreads_over_both_nodes_as_a_ray_job_and_survives_api_restart(clu
     finally:
         first.stop()  # a clean shutdown must leave a cluster it did not start alone
     job = jobs.get_job_info(view["job_id"])
-    assert job.entrypoint.endswith(f"-m tuner.trials {exp_id}")
+    assert job.entrypoint.endswith(f"-m tuner.sweep {exp_id}")
     assert job.status.value in {"PENDING", "RUNNING", "SUCCEEDED"}
     second = Server(data, TUNER_RAY_ADDRESS=cluster["address"]).start()
     try:

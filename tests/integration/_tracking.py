@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from tuner.trials import TrackingConfig
+from tuner.tracking._mlflow_tracker import TrackingConfig
 
 
 def sqlite_tracking(tmp_path: Path) -> TrackingConfig:

@@ -11,11 +11,12 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tuner import mlflow_names as names
+from tuner.rllib._envs import ATARI_OBS_SHAPE
+from tuner.rllib._evaluate import MODULE_DIR, evaluate_checkpoint
+from tuner.rllib._settings import ATARI_CONV_FILTERS
 from tuner.spec import parse_spec
-from tuner.trials import TrackingConfig, evaluate_checkpoint, run_sweep
-from tuner.trials._algorithms import ATARI_CONV_FILTERS
-from tuner.trials._envs import ATARI_OBS_SHAPE
-from tuner.trials._evaluate import MODULE_DIR
+from tuner.sweep._run import run_sweep
+from tuner.tracking._mlflow_tracker import TrackingConfig
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,8 @@ from tests.integration._cli import (
     wait_while_running,
 )
 from tuner import mlflow_names as names
-from tuner.trials import evaluate_checkpoint, run_sweep
+from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.sweep._run import run_sweep
 
 SPEC = {
     **RESUMABLE,

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
+from tuner.rllib._config import trainable_for
 from tuner.spec import parse_spec
-from tuner.trials._algorithms import trainable_for
-from tuner.trials._tuner import trial_params
+from tuner.sweep._tuner import trial_params
 
 pytestmark = pytest.mark.integration
 
@@ -164,7 +164,8 @@ def test_a_sweep_says_which_replay_path_ran_in_mlflow(ray_local, tmp_path):
     from mlflow.tracking import MlflowClient
 
     from tests.conftest import tiny_spec
-    from tuner.trials import TrackingConfig, run_sweep
+    from tuner.sweep._run import run_sweep
+    from tuner.tracking._mlflow_tracker import TrackingConfig
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = tiny_spec(
@@ -247,7 +248,7 @@ def test_one_metrics_reduce_a_round_trains_the_very_same_weights(ray_local, monk
     counters are the same."""
     import torch
 
-    from tuner.trials import _fast_replay
+    from tuner.rllib import _fast_replay
 
     runs = {}
     for each in (False, True):

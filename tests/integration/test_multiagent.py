@@ -11,7 +11,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import tiny_spec
-from tuner.trials import TrackingConfig, evaluate_checkpoint, run_sweep
+from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.sweep._run import run_sweep
+from tuner.tracking._mlflow_tracker import TrackingConfig
 
 pytestmark = pytest.mark.integration
 

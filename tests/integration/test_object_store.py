@@ -108,7 +108,7 @@ def test_sweep_on_s3_is_killed_and_resumed_from_the_bucket(s3, tmp_path):
     assert [a.path for a in mlflow.list_artifacts(best_run, "checkpoints")]
 
     # DELETE ?purge=true's Tune part on an object store: the run's keys go, nothing else
-    from tuner._purge import purge_tune_dir
+    from tuner.purge import purge_tune_dir
 
     s3.put_object(Bucket=BUCKET, Key="runs/other/keep.txt", Body=b"x")
     assert purge_tune_dir(summary["path"], f"s3://{BUCKET}/runs")
@@ -119,7 +119,7 @@ def test_sweep_on_s3_is_killed_and_resumed_from_the_bucket(s3, tmp_path):
 def test_a_confirmation_with_evaluation_scores_checkpoints_in_the_bucket(s3, tmp_path):
     """Tune names a checkpoint in the bucket without its scheme: the confirmation's final
     evaluation gets it back, downloads the checkpoint and scores it (it used to fail)."""
-    from tuner.trials import evaluate_checkpoint
+    from tuner.rllib._evaluate import evaluate_checkpoint
 
     spec = {
         **RESUMABLE,

@@ -18,8 +18,9 @@ from ray.tune import Callback
 from tests.conftest import tiny_spec
 from tuner.mlflow_names import HPARAMS_PREFIX
 from tuner.store import Store
-from tuner.trials import TrackingConfig, run_sweep
-from tuner.trials._store_callback import StoreRecorder
+from tuner.sweep._run import run_sweep
+from tuner.tracking._mlflow_tracker import TrackingConfig
+from tuner.tracking._store_callback import StoreRecorder
 
 pytestmark = pytest.mark.integration
 
@@ -120,7 +121,7 @@ def test_an_exploited_trial_trains_with_the_perturbed_values(ray_local, tmp_path
     assert perturbed, logged
     for *_, cloned, new in logged:
         # only the searched keys change (Ray's own PB2 would drop every empty dict of
-        # the RLlib config: tuner.trials._pb2.TunerPB2)
+        # the RLlib config: tuner.sweep._pb2.TunerPB2)
         assert {k: v for k, v in new.items() if k not in space} == {
             k: v for k, v in cloned.items() if k not in space
         }

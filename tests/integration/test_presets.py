@@ -6,8 +6,9 @@ import math
 
 import pytest
 
+from tuner.rllib._config import build_config
 from tuner.spec import ALGORITHMS, PRESETS, parse_spec
-from tuner.trials import build_config, validate_spec
+from tuner.validation._validate import validate_spec
 
 pytestmark = pytest.mark.integration
 
@@ -61,8 +62,8 @@ def test_performance_defaults_train_as_many_samples_per_step_as_rllib(ray_local,
     trains train_batch_size samples per n_step env steps, as RLlib's defaults for one env
     (one step, one update) do, counted from the env steps really sampled (a vector round
     can overshoot); tests/unit/test_update_ratio.py checks every preset by RLlib's formula."""
-    from tuner.trials._algorithms import trainable_for
-    from tuner.trials._tuner import trial_params
+    from tuner.rllib._config import trainable_for
+    from tuner.sweep._tuner import trial_params
 
     batch = 16
     spec = parse_spec(
@@ -101,8 +102,8 @@ def test_ppo_vectorised_defaults_sample_the_specs_batch_and_evaluate_on_its_envs
     samples one train batch per iteration (up to 7 steps over: a sub-env that resets in a
     vector step samples nothing), trains it for the spec's epochs, and evaluates on the
     spec's own single env."""
-    from tuner.trials._algorithms import trainable_for
-    from tuner.trials._tuner import trial_params
+    from tuner.rllib._config import trainable_for
+    from tuner.sweep._tuner import trial_params
 
     batch, epochs, minibatch = 2048, 2, 512
     spec = parse_spec(

@@ -8,8 +8,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import TINY_PPO, tiny_spec
+from tuner.rllib._evaluate import evaluate_checkpoint
 from tuner.spec import SpecError
-from tuner.trials import TrackingConfig, evaluate_checkpoint, run_sweep
+from tuner.sweep._run import run_sweep
+from tuner.tracking._mlflow_tracker import TrackingConfig
 
 pytestmark = pytest.mark.integration
 

@@ -10,10 +10,11 @@ import torch
 
 from tests.conftest import TINY_PPO
 from tests.integration._tracking import child_runs, sqlite_tracking
+from tuner.rllib._config import trainable_for
 from tuner.spec import SpecError, parse_spec
-from tuner.trials import run_sweep, validate_spec
-from tuner.trials._algorithms import trainable_for
-from tuner.trials._tuner import trial_params
+from tuner.sweep._run import run_sweep
+from tuner.sweep._tuner import trial_params
+from tuner.validation._validate import validate_spec
 
 pytestmark = pytest.mark.integration
 

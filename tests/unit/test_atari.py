@@ -5,15 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tuner.spec import SpecError, parse_spec
-from tuner.trials import build_config, check_env, fixed_settings, make_env, validate_spec
-from tuner.trials._algorithms import ATARI_CONV_FILTERS, MODEL_CONFIG_KEY
-from tuner.trials._envs import (
+from tuner.rllib._config import build_config
+from tuner.rllib._envs import (
     ATARI_OBS_SHAPE,
     _wrapped_creator,
+    check_env,
     env_name,
+    make_env,
     split_env_name,
 )
+from tuner.rllib._settings import ATARI_CONV_FILTERS, fixed_settings
+from tuner.rllib._trial_config import MODEL_CONFIG_KEY
+from tuner.spec import SpecError, parse_spec
+from tuner.validation._validate import validate_spec
 
 BREAKOUT = {"name": "breakout", "algorithm": "PPO", "env": "ALE/Breakout-v5", "wrappers": "atari"}
 

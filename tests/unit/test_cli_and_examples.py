@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tuner.cli import app
 from tuner.spec import SpecError, load_spec
-from tuner.trials import validate_spec
+from tuner.validation._validate import validate_spec
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*.yaml"))
 # The example user code (experiments/tuner_examples): a spec naming it runs only where the

@@ -2,18 +2,13 @@
 
 import pytest
 
-from tuner.spec import SpecError, parse_spec
-from tuner.trials import (
-    build_config,
-    check_fits,
-    fixed_settings,
-    search_space,
-    trial_index,
-    trial_resources,
-    trial_seed,
-    validate_spec,
-)
-from tuner.trials._stoppers import SweepStopper
+from tuner.rllib._config import build_config
+from tuner.rllib._resources import check_fits, trial_resources
+from tuner.rllib._settings import fixed_settings
+from tuner.rllib._trial_config import trial_index, trial_seed
+from tuner.spec import SpecError, parse_spec, resolve_space
+from tuner.sweep._stoppers import SweepStopper
+from tuner.validation import validate_spec
 
 BASE = {"name": "t", "algorithm": "PPO", "env": "CartPole-v1"}
 
@@ -99,8 +94,8 @@ def test_model_and_resources_reach_the_config():
 
 
 def test_default_space_used_when_omitted():
-    assert "lr" in search_space(spec())
-    assert list(search_space(spec(search={"space": {"gamma": {"choice": [0.9]}}}))) == ["gamma"]
+    assert "lr" in resolve_space(spec())
+    assert list(resolve_space(spec(search={"space": {"gamma": {"choice": [0.9]}}}))) == ["gamma"]
 
 
 def test_trial_seed_and_index():

@@ -9,9 +9,11 @@ import random
 import pytest
 
 from tuner import algorithms as registry
-from tuner.search_spaces import resolve_space
-from tuner.spec import SpecError, parse_spec
-from tuner.trials import TRAINABLES, param_space, sampled_values, validate_spec
+from tuner.rllib._trainables import TRAINABLES
+from tuner.rllib._trial_config import sampled_values
+from tuner.spec import SpecError, parse_spec, resolve_space
+from tuner.sweep._tuner import param_space
+from tuner.validation._validate import validate_spec
 
 
 def draw(params: dict, rng: random.Random) -> dict:
@@ -85,7 +87,7 @@ def test_a_key_fixed_under_config_leaves_the_default_space():
 
 
 def test_a_key_fixed_under_model_leaves_the_default_space(monkeypatch):
-    import tuner.search_spaces as spaces
+    import tuner.algorithms as spaces
     from tuner.search_spaces import Domain
 
     default = {

@@ -9,7 +9,7 @@ from gymnasium.spaces import Box, Discrete
 from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from tuner.trials._fast_replay import TransitionBuffer, UpdateDebt, debt_for
+from tuner.rllib._fast_replay import TransitionBuffer, UpdateDebt, debt_for
 
 OBS = Box(-1e6, 1e6, (2,), np.float32)
 

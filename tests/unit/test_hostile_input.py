@@ -13,18 +13,23 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from tuner._checks import check_body
 from tuner.api import create_app
 from tuner.cli import app as cli
 from tuner.settings import Settings
+from tuner.validation import Checks, check_body
 
 BASE = {"name": "hostile", "algorithm": "DQN", "env": "CartPole-v1"}
 POPEN = "{type: subprocess.Popen, _args: [[touch, probe-file]]}"
 
 
+def worker_checks(allowed: list[str]) -> Checks:
+    """What the API's validator worker checks (its limit on trials: 1000)."""
+    return Checks(allowed_modules=allowed, import_user_code=False, max_trials=1000)
+
+
 def post(spec: dict | str, *, yaml_body: bool = False, allowed: list[str] | None = None) -> dict:
     raw = spec.encode() if isinstance(spec, str) else json.dumps(spec).encode()
-    return check_body(raw, yaml_body, allowed or [], None, 1000)
+    return check_body(raw, yaml_body, worker_checks(allowed or []))
 
 
 def locs(out: dict) -> list[str]:
@@ -155,10 +160,10 @@ def test_integers_beyond_64_bits_are_refused():
 
 
 def test_deeply_nested_bodies_are_413_quickly():
-    out = check_body(b"[" * 100_000 + b"]" * 100_000, False, [], None, 1000)
+    out = check_body(b"[" * 100_000 + b"]" * 100_000, False, worker_checks([]))
     assert out["status"] == 413
     deep_yaml = ("a:\n" + "".join("  " * i + "b:\n" for i in range(1, 60))).encode()
-    assert check_body(deep_yaml, True, [], None, 1000)["status"] == 413
+    assert check_body(deep_yaml, True, worker_checks([]))["status"] == 413
 
 
 @pytest.fixture

@@ -76,7 +76,7 @@ def result(i: int, config: dict, value: float, **extra: object) -> SimpleNamespa
 
 
 def test_the_summary_ranks_the_search_trials_by_score():
-    from tuner.trials._run import summarise
+    from tuner.sweep._run import summarise
 
     grid = Grid(result(i, c, v) for i, (c, v) in enumerate(configs(30)))
     summary = summarise(spec(), grid, space=SPACE)
@@ -91,7 +91,7 @@ def test_the_summary_ranks_the_search_trials_by_score():
 
 
 def test_the_store_recorder_keeps_a_live_importance(tmp_path):
-    from tuner.trials._store_callback import StoreRecorder
+    from tuner.tracking._store_callback import StoreRecorder
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     store = Store(url)
@@ -121,7 +121,7 @@ def test_the_store_recorder_keeps_a_live_importance(tmp_path):
 
 
 def test_the_mlflow_parent_run_gets_metrics_and_the_artifact():
-    from tuner.trials._mlflow_report import _log_importance
+    from tuner.tracking._mlflow_report import _log_importance
 
     logged: dict = {"metrics": [], "texts": {}}
     tracker = SimpleNamespace(

@@ -73,7 +73,7 @@ def test_a_connection_dropped_after_sending_is_a_maybe_submitted_job(drop):
     transport, _, posts = _jobs_server(drop)
     jobs = RayJobs("http://ray-head:8265", timeout_s=1, transport=transport)
     with pytest.raises(JobsTimedOut, match="connection dropped"):
-        jobs.submit("tuner-x-1", "python -m tuner.trials x", env_vars={}, metadata={})
+        jobs.submit("tuner-x-1", "python -m tuner.sweep x", env_vars={}, metadata={})
     assert posts == ["tuner-x-1"]
     assert jobs.status("tuner-x-1") == "RUNNING"
 
@@ -186,7 +186,7 @@ def test_a_server_error_that_mentions_a_missing_job_is_not_a_missing_job(body):
         jobs.stop("tuner-x-1")
     assert err.value.status == 500 and not isinstance(err.value, JobNotFound)
     with pytest.raises(JobsError):  # not submitted as if the job were missing
-        jobs.submit("tuner-x-1", "python -m tuner.trials x", env_vars={}, metadata={})
+        jobs.submit("tuner-x-1", "python -m tuner.sweep x", env_vars={}, metadata={})
     assert asked == ["GET /api/jobs/tuner-x-1", "POST /api/jobs/tuner-x-1/stop"] + [
         "GET /api/jobs/tuner-x-1"
     ]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tuner.store import Store
-from tuner.trials._store_callback import StoreRecorder
-from tuner.trials._summary import trial_view_from_result
+from tuner.sweep._summary import trial_view_from_result
+from tuner.tracking._store_callback import StoreRecorder
 
 METRIC = "env_runners/episode_return_mean"
 

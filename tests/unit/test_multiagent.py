@@ -7,19 +7,16 @@ import pickle
 
 import pytest
 
+from tuner.results import lookup
+from tuner.rllib._config import build_config
+from tuner.rllib._envs import check_env, env_object_problem, load_object
+from tuner.rllib._evaluate import Evaluation
+from tuner.rllib._multi_agent import multi_agent_of, policy_mapping_fn
+from tuner.rllib._trial_config import apply_values
 from tuner.spec import SpecError, json_schema, parse_spec
-from tuner.trials import validate_spec
-from tuner.trials._algorithms import (
-    apply_values,
-    build_config,
-    multi_agent_of,
-    policy_mapping_fn,
-)
-from tuner.trials._envs import check_env, env_object_problem, load_object
-from tuner.trials._evaluate import Evaluation
-from tuner.trials._mlflow_metrics import result_metrics
-from tuner.trials._stoppers import lookup
-from tuner.trials._summary import trial_view_from_result
+from tuner.sweep._summary import trial_view_from_result
+from tuner.tracking._mlflow_metrics import result_metrics
+from tuner.validation._validate import validate_spec
 
 ENV = "tuner_examples.multiagent:MultiCartPole"
 ALLOWED = ["tuner_examples"]
@@ -162,7 +159,7 @@ def test_the_mapping_function_is_data_and_pickles_by_reference():
     ma = ma_spec(multi_agent={"policies": ["a", "b"], "policy_mapping": {"0": "b", "*": "a"}})
     fn = pickle.loads(pickle.dumps(policy_mapping_fn(ma.multi_agent)))
     assert [fn(0, None), fn("0", None, worker=1), fn(5, None)] == ["b", "b", "a"]
-    assert b"tuner.trials._algorithms" in pickle.dumps(fn)  # no code in the pickle itself
+    assert b"tuner.rllib" in pickle.dumps(fn)  # no code in the pickle itself
 
 
 def test_the_section_is_read_back_from_a_built_config():
@@ -366,7 +363,7 @@ def test_an_evaluation_scores_the_metrics_agent_or_policy():
 
 
 def test_the_progress_table_names_the_agent_of_the_metric():
-    from tuner.trials._progress import metric_column
+    from tuner.sweep._progress import metric_column
 
     assert metric_column("env_runners/agent_episode_returns_mean/cart_0") == (
         "agent_episode_returns_mean/cart_0"

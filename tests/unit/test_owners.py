@@ -41,13 +41,13 @@ def string_constants(path: Path) -> set[str]:
 
 # (module, value): where a word that is also one of our MLflow names means something else
 NOT_THE_NAME = {
-    ("spec.py", "search"): "the spec's search section",
+    ("spec/_models.py", "search"): "the spec's search section",
     ("cli.py", "search"): "the spec's search section",
-    ("trials/_validate.py", "search"): "the spec's search section, as a loc",
+    ("validation/_validate.py", "search"): "the spec's search section, as a loc",
     ("cli.py", "trial"): "a table column",
-    ("trials/_progress.py", "trial"): "a table column",
-    ("spec.py", "training_iteration"): "the spec's own stop key and time_attr value",
-    ("spec.py", "num_env_steps_sampled_lifetime"): "a time_attr value of the spec's schema",
+    ("sweep/_progress.py", "trial"): "a table column",
+    ("spec/_models.py", "training_iteration"): "the spec's own stop key and time_attr value",
+    ("spec/_models.py", "num_env_steps_sampled_lifetime"): "a time_attr value of the spec's schema",
     ("store/migrations/versions/0002_confirmation.py", "search"): "a migration never changes",
     ("api/_routes.py", "search"): "the OpenAPI example spec's search section",
     ("api/_routes.py", "training_iteration"): "the OpenAPI example spec's stop key",
@@ -134,16 +134,16 @@ def test_every_entry_has_a_default_space_and_what_it_supports():
 
 
 def test_every_base_algorithm_has_a_trainable():
-    from tuner.trials import TRAINABLES
+    from tuner.rllib._trainables import TRAINABLES
 
     assert set(TRAINABLES) == set(registry.base_algorithms())
 
 
 def test_no_other_module_lists_the_algorithms():
-    import tuner.trials._algorithms as trainables
+    import tuner.rllib as trainables
 
     # the registry's presets() is the only list of presets (the driver's copy is gone)
-    assert not hasattr(trainables, "presets") and "presets" not in tuner.trials.__all__
+    assert not hasattr(trainables, "presets") and "presets" not in trainables.__all__
     needle = {"Rainbow_DQN", "Noisy_DQN"}
     offenders = [
         str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if string_constants(p) & needle

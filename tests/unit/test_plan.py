@@ -4,14 +4,14 @@ and the planning function the API's dry run uses."""
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
 from typer.testing import CliRunner
 
 from tuner.cli import app as cli
+from tuner.rllib._resources import check_fits
 from tuner.spec import SpecError, parse_spec
-from tuner.trials import check_fits, plan_spec
+from tuner.validation._plan import plan_spec
 
 GRID = {
     "method": "grid",
@@ -119,19 +119,25 @@ def test_an_autoscaling_cluster_is_checked_against_what_it_can_grow_to(tmp_path,
 def test_plan_and_the_dry_run_resolve_the_search_space_once(tmp_path, monkeypatch):
     """`tuner plan` and POST ?dry_run=true resolve the space once and hand that one to
     validation and the plan."""
-    import tuner.search_spaces
-    import tuner.trials._plan
-    import tuner.trials._validate
-    from tuner import _checks
+    import tuner.spec._space
+    import tuner.validation._pipeline
+    import tuner.validation._plan
+    import tuner.validation._validate
+    from tuner import validation
 
     resolved = []
-    real = tuner.search_spaces.resolve_space
+    real = tuner.spec._space.resolve_space
 
     def counting(spec):
         resolved.append(spec.name)
         return real(spec)
 
-    for module in (tuner.search_spaces, tuner.trials._plan, tuner.trials._validate, _checks):
+    for module in (
+        tuner.spec._space,
+        tuner.validation._pipeline,
+        tuner.validation._plan,
+        tuner.validation._validate,
+    ):
         monkeypatch.setattr(module, "resolve_space", counting, raising=False)
     monkeypatch.delenv("TUNER_RAY_ADDRESS", raising=False)
     path = tmp_path / "grid.json"
@@ -141,7 +147,8 @@ def test_plan_and_the_dry_run_resolve_the_search_space_once(tmp_path, monkeypatc
     assert planned.exit_code == 0, planned.output
     assert json.loads(planned.stdout)["trials"] == 12 and resolved == ["grid"]
     resolved.clear()
-    out = _checks.plan_body(json.dumps(body).encode(), False, [], [{"CPU": 4.0}], True)
+    checks = validation.Checks(allowed_modules=[], nodes=[{"CPU": 4.0}], plan=True)
+    out = validation.check_body(json.dumps(body).encode(), False, checks)
     assert out["plan"]["trials"] == 12 and resolved == ["grid"]
 
 
@@ -199,22 +206,18 @@ def test_a_custom_resource_the_cluster_lacks_names_the_setting_that_asks_for_it(
 
 
 def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch):
-    """`tuner run` checks the fit against the Ray it starts (stubbed here: a 2-CPU node)
-    before any trial, MLflow run or Tune run exists (MLflow's store itself opens
-    beside the Ray start)."""
-    import tuner.trials._run as engine
+    """`tuner run` checks the spec, its fit on this machine (stubbed here: a 2-CPU node)
+    included, before it starts Ray or opens MLflow: nothing starts for a spec that
+    cannot run."""
+    import tuner.cli
 
     for var in ("TUNER_RAY_ADDRESS", "TUNER_CLUSTER_MAX_NODES", "TUNER_CLUSTER_FIT_CHECK"):
         monkeypatch.delenv(var, raising=False)
     started = []
-    from tuner.launcher import _local
+    from tuner import launcher
 
-    def ensure_ray(address=None, **_):
-        started.append(address)
-
-    monkeypatch.setattr(_local, "ensure_ray", ensure_ray)  # the CLI's, beside RLlib's import
-    monkeypatch.setattr(engine, "ensure_ray", ensure_ray)  # the engine's (Ray up: no-op)
-    monkeypatch.setattr(engine, "alive_nodes", lambda: [{"CPU": 2.0}])
+    monkeypatch.setattr(launcher, "ensure_ray", lambda address=None, **_: started.append(address))
+    monkeypatch.setattr(tuner.cli, "target_nodes", lambda settings: [{"CPU": 2.0}])
     path = tmp_path / "big.json"
     big = {"name": "big", "algorithm": "PPO", "env": "CartPole-v1"}
     path.write_text(json.dumps(big | {"resources": {"num_env_runners": 64}}))
@@ -224,7 +227,5 @@ def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch)
     said = " ".join(refused.output.split())  # as rich wrapped it, unwrapped
     assert "resources.num_env_runners: 64 env runners" in said
     assert "need 65 CPUs" in said and "the cluster has {CPU: 2}" in said
-    assert started == [None, None]  # the local Ray, then the check: nothing ran
-    assert not (data / "ray_results").exists()
-    with sqlite3.connect(data / "mlflow.db") as db:  # opened while Ray started; no run
-        assert db.execute("select count(*) from runs").fetchone() == (0,)
+    assert started == []  # no Ray started
+    assert not (data / "ray_results").exists() and not (data / "mlflow.db").exists()

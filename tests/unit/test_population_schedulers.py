@@ -7,11 +7,11 @@ import gymnasium as gym
 import pytest
 from ray.tune.schedulers.pbt import _explore
 
+from tuner.rllib._trainables import optimizer_lrs, reapply_config_lrs
 from tuner.spec import SpecError, parse_spec
-from tuner.trials import validate_spec
-from tuner.trials._algorithms import optimizer_lrs, reapply_config_lrs
-from tuner.trials._schedulers import build_scheduler
-from tuner.trials._tuner import param_space
+from tuner.sweep._schedulers import build_scheduler
+from tuner.sweep._tuner import param_space
+from tuner.validation._validate import validate_spec
 
 BASE = {"name": "t", "algorithm": "PPO", "env": "CartPole-v1"}
 CONTINUOUS = {

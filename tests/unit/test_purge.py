@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner._purge import _under, purge, purge_tune_dir
+from tuner.purge import _under, purge, purge_tune_dir
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def test_the_purge_loads_neither_ray_nor_mlflow_until_it_purges():
     import sys
 
     code = (
-        "import sys, tuner._purge; "
+        "import sys, tuner.purge; "
         "print(sorted(m for m in ('ray', 'mlflow', 'pyarrow') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

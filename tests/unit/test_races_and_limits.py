@@ -150,7 +150,7 @@ def test_asha_rungs_are_limited_by_a_setting(service_app):
 
 
 def test_asha_rung_limit_in_validate_spec():
-    from tuner.trials import validate_spec
+    from tuner.validation._validate import validate_spec
 
     spec = parse_spec({**SPEC, "scheduler": FORTY_RUNGS})
     with pytest.raises(SpecError) as err:

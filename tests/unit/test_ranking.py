@@ -7,9 +7,9 @@ import statistics
 
 import pytest
 
+from tuner.results import scope_value
 from tuner.spec import SpecError, parse_spec
-from tuner.trials._confirm import confirm_seeds, iqm, pick_candidates, stats
-from tuner.trials._summary import scope_value
+from tuner.sweep._confirm import confirm_seeds, iqm, pick_candidates, stats
 from tuner.views import SweepSummary, TrialView
 
 HISTORY = [1.0, 9.0, 2.0, 3.0, 4.0, 5.0, 6.0]
@@ -90,7 +90,7 @@ def test_confirmation_seeds_follow_every_search_seed():
 
 
 def test_searcher_trial_ids_without_an_index_still_get_distinct_seeds():
-    from tuner.trials import trial_index, trial_seed
+    from tuner.rllib._trial_config import trial_index, trial_seed
 
     assert trial_index("a1b2c_00003") == 3
     ids = ["0e69f590", "2a9d0b55", "64708754", "b1e3626d"]  # optuna's trial ids
@@ -111,7 +111,7 @@ def test_bad_scope_and_confirm_are_named(field, value):
 
 def confirm_stage(scores_by_seed: dict[int, float | None], mode: str = "max"):
     """One candidate confirmed on the given seeds: its confirmed config."""
-    from tuner.trials._confirm import confirmed_configs
+    from tuner.sweep._confirm import confirmed_configs
 
     cand = TrialView(trial_id="s_00000", status="TERMINATED", config={"lr": 1}, score=1.0)
     seeds = list(scores_by_seed)
@@ -158,8 +158,8 @@ def test_an_own_loops_confirmation_trials_carry_their_confirmation_seeds():
 
     import pandas as pd
 
-    from tuner.trials._algorithms import CONFIRM_KEY
-    from tuner.trials._run import summarise
+    from tuner.rllib._trial_config import CONFIRM_KEY
+    from tuner.sweep._run import summarise
 
     own = spec(
         algorithm="tuner_examples.trainables:reinforce",

@@ -9,9 +9,9 @@ import pytest
 import torch
 from ray.rllib.core.columns import Columns
 
+from tuner.rllib._trainables import TunerSAC
 from tuner.spec import SpecError, parse_spec
-from tuner.trials._algorithms import TunerSAC
-from tuner.trials._validate import validate_spec
+from tuner.validation._validate import validate_spec
 
 SB3_SHAPE = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", "head_fcnet_hiddens": []}
 
@@ -53,7 +53,7 @@ def test_the_q_value_depends_on_observation_and_action():
 
 
 def test_image_observations_are_refused_with_the_reason():
-    from tuner.trials._sac_model import TunerSACCatalog
+    from tuner.rllib._sac_model import TunerSACCatalog
 
     catalog = TunerSACCatalog(
         gym.spaces.Box(0, 1, (8, 8, 3)),

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from tuner._safe_input import (
+from tuner.spec import SpecError
+from tuner.spec._safe_input import (
     INT64_MAX,
     INT64_MIN,
     NestingTooDeep,
@@ -12,7 +13,6 @@ from tuner._safe_input import (
     load_json_strict,
     load_yaml_strict,
 )
-from tuner.spec import SpecError
 
 
 def refusal(load, text, **kw):

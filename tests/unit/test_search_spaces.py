@@ -5,7 +5,8 @@ import pytest
 from pydantic import ValidationError
 from ray.tune.search.sample import Categorical, Float, Integer
 
-from tuner.search_spaces import Domain, default_space
+from tuner.algorithms import default_space
+from tuner.search_spaces import Domain
 from tuner.spec import ALGORITHMS
 
 

@@ -11,24 +11,22 @@ from typing import Any
 import pytest
 
 from tuner import algorithms as registry
-from tuner.spec import ALGORITHMS, PRESETS, parse_spec
-from tuner.trials._algorithms import (
-    HOLD_RATIO_KEY,
+from tuner.rllib._config import build_config
+from tuner.rllib._fast_replay import debt_for
+from tuner.rllib._settings import flat_defaults_apply, vector_defaults_apply
+from tuner.rllib._trainables import TRAINABLES
+from tuner.rllib._trial_config import HOLD_RATIO_KEY, apply_values
+from tuner.rllib._update_ratio import (
     MIN_STEPS_PER_ENV,
-    TRAINABLES,
-    apply_values,
     as_trial_runs,
-    build_config,
     derived_settings,
-    flat_defaults_apply,
     hold_update_ratio,
     holds_update_ratio,
     num_envs_of,
     update_ratio,
-    vector_defaults_apply,
 )
-from tuner.trials._fast_replay import debt_for
-from tuner.trials._tuner import trial_params
+from tuner.spec import ALGORITHMS, PRESETS, parse_spec
+from tuner.sweep._tuner import trial_params
 
 # every algorithm and preset whose trials sample in rounds (DQN and its presets); SAC has
 # no such default (measured slower), so it keeps RLlib's own settings untouched
@@ -359,7 +357,7 @@ def test_nothing_is_derived_where_the_spec_set_it():
 
 
 def test_a_confirmation_trials_ratio_is_that_of_its_candidates_values():
-    from tuner.trials._algorithms import CONFIRM_KEY
+    from tuner.rllib._trial_config import CONFIRM_KEY
 
     spec = spec_of("DQN", resources={"num_envs_per_env_runner": 1})
     candidate = {"train_batch_size_per_learner": 128}

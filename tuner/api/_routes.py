@@ -12,8 +12,9 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 import tuner
-from tuner import _purge, service
 from tuner import algorithms as registry
+from tuner import purge as purging
+from tuner import service
 from tuner.api._cache import ViewCache
 from tuner.api._deps import (
     LauncherDep,
@@ -383,7 +384,7 @@ async def delete_experiment(
     if purge:
         try:
             out = await in_fresh_process(
-                _purge.purge,
+                purging.purge,
                 rec.tune_path,
                 settings.tune_storage,
                 settings.tracking_uri,

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from tuner import _checks
+from tuner import validation
+
+
+def _note_pid(slot: Any) -> None:
+    """The worker's initializer: leaves its pid where the API can find it to kill it."""
+    slot.value = os.getpid()
 
 
 class Validator:
@@ -26,13 +33,17 @@ class Validator:
         self.max_trials = max_trials
         self.max_asha_rungs = max_asha_rungs
         self.timeout_s = timeout_s
-        self._pool = self._new()
+        self._pool, self._pid = self._new()
 
     @staticmethod
-    def _new() -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        pool.submit(_checks.warm_up)
-        return pool
+    def _new() -> tuple[ProcessPoolExecutor, Any]:
+        context = multiprocessing.get_context("spawn")
+        pid = context.Value("i", 0)  # set by the worker as it starts (_note_pid)
+        pool = ProcessPoolExecutor(
+            max_workers=1, mp_context=context, initializer=_note_pid, initargs=(pid,)
+        )
+        pool.submit(validation.warm_up)
+        return pool, pid
 
     async def check(
         self,
@@ -45,52 +56,47 @@ class Validator:
         """{"spec", "warnings"} or {"issues"}; never raises for a bad body. With `nodes`,
         a trial that fits none of them is an issue too. With `plan`: {"plan"} (the fit a
         part of the plan, not an issue) or {"issues"}."""
+        checks = validation.Checks(
+            allowed_modules=self.allowed,
+            nodes=nodes,
+            check_fit=check_fit,
+            build_env=True,
+            import_user_code=False,
+            max_trials=self.max_trials,
+            max_asha_rungs=self.max_asha_rungs,
+            plan=plan,
+        )
         future = None
         try:
-            if plan:
-                future = self._pool.submit(
-                    _checks.plan_body,
-                    raw,
-                    yaml_body,
-                    self.allowed,
-                    nodes,
-                    check_fit,
-                    self.max_trials,
-                    self.max_asha_rungs,
-                )
-            else:
-                future = self._pool.submit(
-                    _checks.check_body,
-                    raw,
-                    yaml_body,
-                    self.allowed,
-                    nodes,
-                    self.max_trials,
-                    self.max_asha_rungs,
-                )
+            future = self._pool.submit(validation.check_body, raw, yaml_body, checks)
             return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
         except asyncio.CancelledError:
             if future is None or not future.cancelled():
                 raise  # this request itself was cancelled (client gone, shutdown)
             # another request's timeout replaced the worker before this one ran
-            return _checks.one_issue("(spec)", "validation was interrupted; send the spec again")
+            return validation.one_issue("(spec)", "validation was interrupted; send the spec again")
         except (TimeoutError, BrokenProcessPool) as err:
             self.restart()
             why = "timed out" if isinstance(err, TimeoutError) else "crashed"
-            return _checks.one_issue(
+            return validation.one_issue(
                 "(spec)", f"validation {why} (the env constructor or the body)"
             )
 
+    def _kill_worker(self) -> None:
+        pid = self._pid.value
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it died by itself
+
     def restart(self) -> None:
         """Kills the worker (its own process) and starts a fresh one."""
-        old = self._pool
-        for process in list(getattr(old, "_processes", {}).values()):
-            process.kill()
-        old.shutdown(wait=False, cancel_futures=True)
-        self._pool = self._new()
+        self._kill_worker()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool, self._pid = self._new()
 
     def close(self) -> None:
         """Stops the worker."""
-        for process in list(getattr(self._pool, "_processes", {}).values()):
-            process.kill()
+        self._kill_worker()
         self._pool.shutdown(wait=False, cancel_futures=True)

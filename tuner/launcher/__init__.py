@@ -25,6 +25,7 @@ from tuner.launcher._jobs import (
     JobsUnavailable,
     RayJobs,
 )
+from tuner.launcher._local import ensure_ray, stop_local_ray
 from tuner.settings import Settings
 
 
@@ -133,7 +134,7 @@ class Launcher:
         python = self.settings.driver_python or (
             sys.executable if _is_loopback(self.start()) else "python"
         )
-        entrypoint = f"{python} -m tuner.trials {experiment_id}" + (" --resume" if resume else "")
+        entrypoint = f"{python} -m tuner.sweep {experiment_id}" + (" --resume" if resume else "")
         return self.jobs.submit(
             job_id,
             entrypoint,
@@ -183,6 +184,8 @@ class Launcher:
 
 
 __all__ = [
+    "ensure_ray",
+    "stop_local_ray",
     "JOB_TERMINAL",
     "ClusterNodes",
     "EmbeddedHead",

@@ -120,3 +120,7 @@ class Domain(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.kind}{list(self.args)}"
+
+
+# Domains PB2 can bound: it models each key as a number in [low, high].
+PB2_KINDS: tuple[str, ...] = ("uniform", "loguniform", "randint", "quniform")

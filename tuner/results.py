@@ -1,0 +1,51 @@
+"""Reading a Tune result and ranking metric values: a flattened key looked up in a
+nested result, which of two values is better under a mode, and a trial's ranking value
+from its metric history under `scope`. Plain functions: every layer reads results so."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+_MISSING = object()
+
+
+def lookup(result: dict[str, Any], key: str) -> Any:
+    """A flattened key ('env_runners/episode_return_mean') in a nested or flat result.
+    A part matches a key as Tune flattens it, by str(): an env's agent ids may be ints
+    ('env_runners/agent_episode_returns_mean/0')."""
+    if key in result:
+        return result[key]
+    node: Any = result
+    for part in key.split("/"):
+        if not isinstance(node, dict):
+            return None
+        if part in node:
+            node = node[part]
+            continue
+        node = next((v for k, v in node.items() if str(k) == part), _MISSING)
+        if node is _MISSING:
+            return None
+    return node
+
+
+def better(a: float, b: float | None, mode: str) -> bool:
+    """Whether metric value a beats b under mode ('max' or 'min')."""
+    return b is None or (a > b if mode == "max" else a < b)
+
+
+def scope_value(values: list[float], scope: str, mode: str) -> float | None:
+    """A trial's ranking value from its metric history (carried over iterations without
+    an episode, in order), under Tune's scope names: last, last-5-avg, last-10-avg, avg,
+    or all (the peak)."""
+    finite = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    if not finite:
+        return None
+    if scope == "last":
+        return finite[-1]
+    if scope.startswith("last-") and scope.endswith("-avg"):
+        window = finite[-int(scope.split("-")[1]) :]
+        return sum(window) / len(window)
+    if scope == "avg":
+        return sum(finite) / len(finite)
+    return max(finite) if mode == "max" else min(finite)

@@ -1,0 +1,73 @@
+"""From a spec to one trial's RLlib AlgorithmConfig (before sampling) and the trainable
+that runs it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+
+from tuner.rllib._envs import env_config_for
+from tuner.rllib._envs import env_name as _env_name
+from tuner.rllib._multi_agent import apply_multi_agent
+from tuner.rllib._settings import code_settings, fixed_settings, vector_defaults_apply
+from tuner.rllib._trainables import TRAINABLES
+from tuner.rllib._update_ratio import _ENVS, num_envs_of, own_num_envs
+from tuner.spec import ExperimentSpec
+
+
+def trainable_for(spec: ExperimentSpec) -> Any:
+    """The trainable that runs the spec's trials: an RLlib algorithm class, or the spec's
+    own training loop wrapped (tuner.rllib._custom)."""
+    if spec.custom_algorithm:
+        from tuner.rllib._custom import custom_trainable
+
+        return custom_trainable(spec.algorithm)
+    return TRAINABLES[spec.base_algorithm]
+
+
+def build_config(spec: ExperimentSpec, env_name: str | None = None) -> AlgorithmConfig:
+    """The AlgorithmConfig of one trial before sampling: preset, user config, env,
+    resources, model, multi-agent policies, evaluation and seed. Settings that name code
+    by import path (code_settings) are left out: the trial sets them (trial_params)."""
+    trainable = trainable_for(spec)
+    config = trainable.get_default_config()
+    fixed = fixed_settings(spec)
+    model = fixed.pop("model_config", None) or {}
+    code = code_settings(spec)
+    config.update_from_dict({k: v for k, v in fixed.items() if k not in code})
+    r = spec.resources
+    envs = num_envs_of(spec)
+    config.environment(
+        env=env_name or _env_name(spec.env, spec.wrappers),
+        env_config=env_config_for(spec.env_config, spec.wrappers),
+    )
+    config.env_runners(
+        num_env_runners=r.num_env_runners,
+        num_envs_per_env_runner=envs,
+        num_cpus_per_env_runner=r.num_cpus_per_env_runner,
+        num_gpus_per_env_runner=r.num_gpus_per_env_runner,
+    )
+    config.learners(num_learners=r.num_learners, num_gpus_per_learner=r.num_gpus_per_learner)
+    config.resources(
+        num_cpus_for_main_process=r.num_cpus_for_main_process,
+        placement_strategy=r.placement_strategy,
+    )
+    if model or spec.model:
+        config.rl_module(model_config={**model, **spec.model})
+    if spec.multi_agent is not None:
+        apply_multi_agent(config, spec.multi_agent)
+    if spec.evaluation.interval:
+        config.evaluation(
+            evaluation_interval=spec.evaluation.interval,
+            evaluation_duration=spec.evaluation.duration,
+            evaluation_duration_unit="episodes",
+        )
+        if envs != own_num_envs(spec) or vector_defaults_apply(spec):
+            # evaluation keeps the spec's own env count (a trial's own batch may give it
+            # more: vector_envs): RLlib's episode-count evaluation over parallel envs
+            # returns the first episodes to end, the shorter ones
+            own = {_ENVS: own_num_envs(spec)}
+            config.evaluation(evaluation_config={**own, **(config.evaluation_config or {})})
+    config.debugging(seed=spec.seed)
+    return config

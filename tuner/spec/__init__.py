@@ -1,0 +1,72 @@
+"""The spec: the one schema of a sweep (file format, request body, JSON schema), strict
+parsing of untrusted text into it, the code a spec may name, and the space it searches.
+
+It imports neither Ray nor FastAPI, so every process (CLI, API, driver) can load and
+check a spec. The checks that need RLlib (its keys, a dry build, the fit) sit above, in
+tuner.validation.
+"""
+
+from tuner.spec._code_refs import (
+    check_code_refs,
+    check_space_code_refs,
+    import_paths,
+    module_allowed,
+    resolve_code_refs,
+    resolve_paths,
+)
+from tuner.spec._errors import SpecError, SpecIssue, issues_from_validation_error
+from tuner.spec._load import json_schema, load_spec, parse_spec
+from tuner.spec._models import (
+    ALGORITHMS,
+    GYM_ID_RE,
+    IMPORT_PATH_RE,
+    POPULATION_SCHEDULERS,
+    PRESETS,
+    CheckpointSpec,
+    ConfirmSpec,
+    EvaluationSpec,
+    ExperimentSpec,
+    MultiAgentSpec,
+    ResourcesSpec,
+    SchedulerSpec,
+    SearchSpec,
+    StopSpec,
+    is_ale_id,
+)
+from tuner.spec._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
+from tuner.spec._space import resolve_space
+
+__all__ = [
+    "ALGORITHMS",
+    "GYM_ID_RE",
+    "IMPORT_PATH_RE",
+    "POPULATION_SCHEDULERS",
+    "PRESETS",
+    "CheckpointSpec",
+    "ConfirmSpec",
+    "EvaluationSpec",
+    "ExperimentSpec",
+    "MultiAgentSpec",
+    "NestingTooDeep",
+    "ResourcesSpec",
+    "SchedulerSpec",
+    "SearchSpec",
+    "SpecError",
+    "SpecIssue",
+    "StopSpec",
+    "check_code_refs",
+    "check_data",
+    "check_space_code_refs",
+    "import_paths",
+    "is_ale_id",
+    "issues_from_validation_error",
+    "json_schema",
+    "load_json_strict",
+    "load_spec",
+    "load_yaml_strict",
+    "module_allowed",
+    "parse_spec",
+    "resolve_code_refs",
+    "resolve_paths",
+    "resolve_space",
+]

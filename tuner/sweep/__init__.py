@@ -1,0 +1,28 @@
+"""The sweep: one spec run as Ray Tune trials. The driver (`python -m tuner.sweep
+<experiment-id>`, submitted by the service as a Ray Job) and `tuner run` both call
+`run_sweep`: the Tuner's wiring (param space, searcher, scheduler, stoppers,
+checkpoints), graceful stops and interrupts, progress, the confirmation stage on fresh
+seeds, and the sweep's summary.
+
+Nothing here imports FastAPI; the API reaches this package only through a driver process.
+"""
+
+from tuner.sweep._confirm import stats
+from tuner.sweep._graceful import GracefulCtrlC, GracefulStop, StopRequested
+from tuner.sweep._run import StorageError, ensure_ray, latest_run, run_sweep, summarise
+from tuner.sweep._tuner import build_tuner, param_space, trial_params
+
+__all__ = [
+    "GracefulCtrlC",
+    "GracefulStop",
+    "StopRequested",
+    "StorageError",
+    "build_tuner",
+    "ensure_ray",
+    "latest_run",
+    "param_space",
+    "run_sweep",
+    "stats",
+    "summarise",
+    "trial_params",
+]

@@ -1,0 +1,120 @@
+"""The driver of one sweep, submitted by the service as a Ray Job:
+
+    python -m tuner.sweep <experiment-id> [--resume]
+
+It reads the spec from the store, runs the sweep with the store and MLflow
+callbacks, and writes the outcome back. Settings come from TUNER_* variables
+(the launcher passes the service's own in the job's runtime_env).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from tuner.settings import Settings
+from tuner.spec import SpecError, parse_spec
+from tuner.store import Store
+from tuner.tune_paths import run_dir
+
+
+def _tracking(settings: Settings, experiment_name: str) -> object:
+    from tuner.tracking import TrackingConfig
+
+    return TrackingConfig(
+        tracking_uri=settings.tracking_uri,
+        experiment_name=experiment_name,
+        artifact_location=None if settings.mlflow_tracking_uri else settings.artifact_root,
+        ui_url=settings.mlflow_ui_url,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the sweep of one stored experiment; returns the process exit code."""
+    parser = argparse.ArgumentParser(prog="python -m tuner.sweep")
+    parser.add_argument("experiment_id")
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args(argv)
+    settings = Settings()
+    store = Store(settings.store_url)
+    rec = store.get_experiment(args.experiment_id)
+    if rec is None:
+        print(f"no experiment {args.experiment_id!r} in the store", file=sys.stderr)
+        return 2
+    from tuner.spec import resolve_space
+    from tuner.sweep._graceful import GracefulStop, StopRequested
+    from tuner.sweep._run import run_sweep
+    from tuner.tracking import StoreRecorder
+
+    try:
+        spec = parse_spec(rec.spec)
+        name = rec.id  # the Tune run directory and the MLflow parent run are named by id
+        store.update_experiment(rec.id, tune_path=run_dir(settings.tune_storage, name))
+        space = resolve_space(spec)  # once: the recorder and the sweep share it
+        recorder = StoreRecorder(
+            settings.store_url, rec.id, spec.metric, spec.mode, list(space), spec.seed, space
+        )
+        summary = run_sweep(
+            spec,
+            storage_path=settings.tune_storage,
+            name=name,
+            resume=args.resume,
+            progress=False,
+            # a stop gives running trials up to half the stop timeout to checkpoint,
+            # before the supervisor would end the job by force
+            callbacks=[
+                recorder,
+                GracefulStop(settings.store_url, rec.id, settings.stop_timeout_s / 2),
+            ],
+            ray_address="auto",
+            tracking=_tracking(settings, spec.name),
+            stoppers=[StopRequested(settings.store_url, rec.id)],
+            check_fit=settings.cluster_fit_check,
+            space=space,
+            allowed_modules=settings.allowed_module_list,
+            growth_nodes=settings.growth_nodes,
+        )
+    except SpecError as err:
+        store.update_experiment(rec.id, error=str(err))
+        store.transition(rec.id, "FAILED", allowed_from={"RUNNING", "STOPPING"})
+        return 2
+    except Exception:  # noqa: BLE001 - the service shows whatever ended the driver
+        store.update_experiment(rec.id, error=traceback.format_exc()[-4000:])
+        store.transition(rec.id, "FAILED", allowed_from={"RUNNING", "STOPPING"})
+        raise
+    stopped = bool((store.get_experiment(rec.id) or rec).stop_requested)
+    for trial in summary.trials:
+        store.upsert_trial(
+            rec.id,
+            trial.trial_id,
+            status=trial.status,  # PAUSED: interrupted, resumes from its last checkpoint
+            config=trial.config,
+            seed=trial.seed,
+            iterations=trial.iterations,
+            env_steps=trial.env_steps,
+            metric=trial.metric,
+            best_metric=trial.best_metric,
+            score=trial.score,
+            stage=trial.stage,
+            error=trial.error,
+            checkpoint=trial.checkpoint,
+            mlflow_run_id=trial.mlflow_run_id,
+        )
+    best = summary.best.model_dump(mode="json") if summary.best else None
+    status = "STOPPED" if stopped else summary.status
+    store.update_experiment(
+        rec.id,
+        best=best,
+        confirmation=[c.model_dump(mode="json") for c in summary.confirmation] or None,
+        importance=summary.importance or None,
+        importance_ped_anova=summary.importance_ped_anova or None,
+        warnings=summary.warnings,
+        mlflow=summary.mlflow.model_dump(mode="json") if summary.mlflow else None,
+    )
+    store.transition(rec.id, status, allowed_from={"RUNNING", "STOPPING"})
+    return 0 if status != "FAILED" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,419 @@
+"""Run one sweep in this process: validate, connect to Ray, fit, summarise."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+from ray.tune.stopper import Stopper
+
+from tuner.importance import sweep_importance
+from tuner.launcher import ensure_ray
+from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
+from tuner.results import better, lookup, scope_value
+from tuner.rllib import (
+    alive_nodes,
+    check_fits,
+    derived_settings,
+    evaluate_checkpoint,
+    fixed_settings,
+    stage_of,
+)
+from tuner.search_spaces import Domain
+from tuner.spec import ExperimentSpec, resolve_space
+from tuner.sweep._confirm import confirm_runs, confirm_seeds, confirmed_configs, pick_candidates
+from tuner.sweep._interrupt import InterruptWatch
+from tuner.sweep._progress import RichProgress
+from tuner.sweep._summary import trial_view_from_result
+from tuner.sweep._tuner import build_tuner, restore_tuner, sampled_values
+from tuner.tracking import MLflowTracker, TrackingConfig, open_in_background
+from tuner.tune_paths import confirm_run, run_dir
+from tuner.validation import validate_spec
+from tuner.views import BestTrial, SweepSummary, TrialView
+
+
+class StorageError(RuntimeError):
+    """The Tune storage (TUNER_STORAGE_PATH) cannot be read."""
+
+
+def latest_run(storage_path: str, spec_name: str) -> str | None:
+    """The newest run directory of a spec name that holds Tune state, if any: a local
+    path, or a URI on an object store (listed through pyarrow, as Tune does)."""
+    import pyarrow.fs as pafs
+
+    try:
+        if "://" in storage_path:
+            fs, root = pafs.FileSystem.from_uri(storage_path)
+        else:
+            fs, root = pafs.LocalFileSystem(), str(Path(storage_path).absolute())
+        infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    except OSError as err:  # unreachable store, no credentials, a file in the way
+        raise StorageError(f"cannot list the Tune storage {storage_path}: {err}") from None
+    own = re.compile(re.escape(spec_name) + r"_\d{8}-\d{6}")  # not `cartpole_ppo_*` for `cartpole`
+    names = sorted(
+        i.base_name
+        for i in infos
+        if i.type == pafs.FileType.Directory and own.fullmatch(i.base_name)
+    )
+    for name in reversed(names):
+        candidate = run_dir(storage_path if "://" in storage_path else root, name)
+        if tune.Tuner.can_restore(candidate):
+            return candidate
+    return None
+
+
+@contextmanager
+def _signal_handlers_restored() -> Iterator[None]:
+    """Puts SIGINT / SIGUSR1 back as they were before Tune (and our callbacks) replaced
+    them, so a Ctrl-C after the fit behaves as the caller expects."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGUSR1)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
+def with_scheme(path: str | None, storage_path: str) -> str | None:
+    """Tune reports paths on an object store without their scheme ('bucket/run/...');
+    give them back the storage's ('s3://bucket/run/...') so they can be used as is."""
+    if not path or "://" not in storage_path or "://" in path:
+        return path
+    return f"{storage_path.split('://', 1)[0]}://{path}"
+
+
+def _newest_checkpoint_dir(result: Any) -> str | None:
+    """A checkpoint on disk that Tune's result does not list: a trial the sweep's end
+    (stop_on_target, time budget) stopped saves its last checkpoint after Tune stops
+    recording results."""
+    import pyarrow.fs as pafs
+
+    fs = result.filesystem
+    if fs is None or not result.path:
+        return None
+    infos = fs.get_file_info(pafs.FileSelector(result.path, allow_not_found=True))
+    dirs = sorted(
+        i.path
+        for i in infos
+        if i.type == pafs.FileType.Directory and i.base_name.startswith("checkpoint_")
+    )
+    return dirs[-1] if dirs else None
+
+
+def summarise(
+    spec: ExperimentSpec,
+    result_grid: Any,
+    warnings: Sequence[str] = (),
+    interrupted: bool = False,
+    space: dict[str, Domain] | None = None,
+    confirming: bool = False,
+) -> SweepSummary:
+    """The SweepSummary of a finished (or, `interrupted`, stopped) Tune run over the
+    resolved `space` (`confirming`: of the confirmation stage). Trials are ranked by
+    their metric under the spec's scope; `best_metric` keeps each one's peak."""
+    space = resolve_space(spec) if space is None else space
+    keys = list(space)
+    trials = []
+    best: BestTrial | None = None
+    # ResultGrid has no public trial status; its analysis holds the Trial objects.
+    analysis = getattr(result_grid, "_experiment_analysis", None)
+    by_path = {t.path: t for t in getattr(analysis, "trials", None) or []}
+    for result in result_grid:
+        metrics = result.metrics or {}
+        trial = by_path.get(result.path)
+        trial_id = trial.trial_id if trial else metrics.get("trial_id", Path(result.path).name)
+        best_metric = last_metric = score = None
+        history = result.metrics_dataframe
+        if history is not None and spec.metric in history:
+            col = history[spec.metric].dropna()
+            if len(col):
+                best_metric = float(col.max() if spec.mode == "max" else col.min())
+                last_metric = float(col.iloc[-1])
+                # carried over iterations without an episode, then ranked by scope
+                score = scope_value(
+                    list(history[spec.metric].ffill().dropna()), spec.scope, spec.mode
+                )
+        error = None
+        if result.error is not None:
+            error = f"{type(result.error).__name__}: {result.error}"[:4000]
+        # After an interrupt Tune reports every stopped trial TERMINATED; only a trial
+        # that really finished has `done` in its last result. The others resume.
+        status = "ERROR" if error else "TERMINATED"
+        if interrupted and not error and not metrics.get("done"):
+            status = "PAUSED"
+        # Tune's own trial config still holds a confirmation trial's values and seed
+        config = (trial.config if trial else None) or result.config or {}
+        view = trial_view_from_result(
+            trial_id,
+            status,
+            metrics,
+            sampled=sampled_values(config, keys),
+            metric=spec.metric,
+            base_seed=spec.seed,
+            best_metric=best_metric,
+            last_metric=last_metric,
+            score=score,
+            stage=STAGE_CONFIRM if confirming else stage_of(config),
+            error=error,
+            config=config,  # a confirmation trial's seed, when its result names none
+        )
+        best_ckpt = None
+        if not confirming:  # a confirmation trial is judged by its final checkpoint
+            try:
+                best_ckpt = result.get_best_checkpoint(spec.metric, spec.mode)
+            except (RuntimeError, KeyError, ValueError):
+                pass
+        ckpt = best_ckpt or result.checkpoint
+        view.checkpoint = ckpt.path if ckpt is not None else _newest_checkpoint_dir(result)
+        trials.append(view)
+        if score is not None and (best is None or better(score, best.metric_value, spec.mode)):
+            derived_config, derived_resources = derived_settings(config, spec)
+            best = BestTrial(
+                trial_id=trial_id,
+                config=view.config,
+                seed=view.seed,
+                full_config={**fixed_settings(spec), **derived_config, **view.config},
+                resources=derived_resources,
+                metric_value=score,
+                scope=spec.scope,
+                checkpoint=view.checkpoint,
+            )
+    trials.sort(key=lambda t: t.trial_id)
+    if interrupted or any(t.status in ("RUNNING", "PENDING", "PAUSED") for t in trials):
+        status = "STOPPED"  # interrupted: `--resume` (or POST /resume) continues it
+    else:
+        status = "SUCCEEDED" if any(t.status == "TERMINATED" for t in trials) else "FAILED"
+    summary = SweepSummary(
+        name=spec.name,
+        status=status,
+        metric=spec.metric,
+        mode=spec.mode,
+        best=best,
+        trials=trials,
+        warnings=list(warnings),
+        path=getattr(result_grid, "experiment_path", None),
+    )
+    if not confirming:
+        for field, value in _importance(trials, space, spec.mode).items():
+            setattr(summary, field, value)
+    return summary
+
+
+def _importance(
+    trials: list[TrialView], space: dict[str, Domain], mode: str
+) -> dict[str, dict[str, float]]:
+    """The search's hyperparameter importance by its trials' scores; nothing when it
+    cannot be computed (it never fails the sweep)."""
+    try:
+        return sweep_importance(trials, space, mode)
+    except Exception as err:  # noqa: BLE001 - an optional summary of finished trials
+        print(f"hyperparameter importance not computed: {err!r}", file=sys.stderr)
+        return {}
+
+
+def _final_evaluation(
+    spec: ExperimentSpec, trial: TrialView, storage_path: str, summary: SweepSummary
+) -> float | None:
+    """A confirmation trial's score with `evaluation` set: its final checkpoint's return
+    over evaluation.duration deterministic episodes (one agent's or policy's where the
+    metric names one). None, with a warning, when it has no checkpoint or cannot be
+    evaluated: a scope value would mix training returns into evaluation scores."""
+    if not trial.checkpoint:
+        problem = "it saved no checkpoint"
+    else:
+        # on an object store: the scheme Tune leaves out, for evaluate to download it
+        checkpoint = with_scheme(trial.checkpoint, storage_path) or trial.checkpoint
+        try:
+            done = evaluate_checkpoint(
+                checkpoint, episodes=spec.evaluation.duration, seed=trial.seed or 0
+            )
+            return done.score(spec.metric)
+        except Exception as err:  # noqa: BLE001 - one seed's score, never the sweep
+            problem = f"{type(err).__name__}: {err}"
+    warning = (
+        f"confirmation trial {trial.trial_id} (seed {trial.seed}) has no score: its final "
+        f"evaluation failed ({problem})"
+    )
+    print(warning, file=sys.stderr)
+    summary.warnings.append(warning)
+    return None
+
+
+def _confirm(
+    spec: ExperimentSpec,
+    summary: SweepSummary,
+    storage_path: str,
+    name: str,
+    callbacks: list[tune.Callback],
+    stoppers: Sequence[Stopper],
+) -> None:
+    """Runs (or continues) the confirmation stage of a finished search and adds its
+    trials, the confirmed configs and best.confirmed to `summary` (STOPPED if it was
+    interrupted: a resume continues it without re-running the search)."""
+    candidates = pick_candidates(spec, summary)
+    if not candidates:
+        return
+    search = [t for t in summary.trials if t.stage == STAGE_SEARCH]
+    seeds = confirm_seeds(spec, len(search), {t.seed for t in search if t.seed is not None})
+    runs = confirm_runs(candidates, seeds)
+    watch = InterruptWatch()
+    cbs = [watch, *callbacks]
+    previous = run_dir(storage_path, confirm_run(name))
+    if tune.Tuner.can_restore(previous):
+        print(f"resuming the confirmation stage {previous}", file=sys.stderr)
+        tuner = restore_tuner(spec, {}, previous, callbacks=cbs, confirm_runs=runs)
+    else:
+        tuner = build_tuner(
+            spec,
+            {},
+            storage_path=storage_path,
+            name=confirm_run(name),
+            callbacks=cbs,
+            stoppers=list(stoppers),
+            confirm_runs=runs,
+        )
+    with _signal_handlers_restored():
+        grid = tuner.fit()
+    interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
+    keys = list(candidates[0].config)
+    stage = summarise(
+        spec, grid, interrupted=interrupted, space=dict.fromkeys(keys), confirming=True
+    )
+    summary.trials.extend(stage.trials)
+    scores: dict[str, float | None] = {}
+    for trial in stage.trials:
+        if trial.status != "TERMINATED":
+            scores[trial.trial_id] = None
+        elif spec.evaluation.interval:
+            scores[trial.trial_id] = _final_evaluation(spec, trial, storage_path, summary)
+        else:
+            scores[trial.trial_id] = trial.score
+    summary.confirmation = confirmed_configs(spec, candidates, seeds, stage.trials, scores)
+    if summary.best is not None and summary.confirmation:
+        summary.best.confirmed = summary.confirmation[0]
+    if stage.status == "STOPPED":
+        summary.status = "STOPPED"
+
+
+def run_sweep(
+    spec: ExperimentSpec,
+    *,
+    storage_path: str | Path,
+    name: str | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    progress_to_stderr: bool = False,
+    callbacks: Sequence[tune.Callback] = (),
+    ray_address: str | None = None,
+    tracking: TrackingConfig | None = None,
+    stoppers: Sequence[Stopper] = (),
+    check_fit: bool = True,
+    space: dict[str, Domain] | None = None,
+    allowed_modules: Sequence[str] | None = None,
+    growth_nodes: Sequence[dict[str, float]] = (),
+    max_asha_rungs: int | None = None,
+) -> SweepSummary:
+    """Runs (or, with resume, continues) the spec's sweep and returns its summary.
+
+    `space` is the resolved search space (tuner.search_spaces.resolve_space), resolved
+    here when not given; every part of the sweep uses this one. `allowed_modules`: the
+    module prefixes whose code the spec may name by import path (None, for a caller
+    running its own spec in-process: any env; code settings only RLlib's own classes).
+    `max_asha_rungs`: the most ASHA rungs allowed (`tuner run`: TUNER_MAX_ASHA_RUNGS).
+
+    With `tracking`, every trial is a nested MLflow run under the sweep's run.
+    Raises SpecError before any trial starts when the spec cannot run here (with
+    `check_fit`, also when one trial needs more than the cluster's alive nodes have).
+    """
+    space = resolve_space(spec) if space is None else space
+    warnings = validate_spec(
+        spec, space=space, allowed_modules=allowed_modules, max_asha_rungs=max_asha_rungs
+    )
+    # MLflow's store opens while Ray starts (seconds each); a spec refused above touches
+    # neither (`tuner run` has begun both before its check, beside RLlib's import)
+    opening = open_in_background(tracking.tracking_uri) if tracking is not None else None
+    try:
+        ensure_ray(ray_address)
+        if check_fit:
+            check_fits(spec, [*alive_nodes(), *growth_nodes])  # autoscaling: what it can add
+    finally:
+        if opening is not None:
+            opening.join()
+    storage_path = str(storage_path)
+    if "://" not in storage_path:
+        storage_path = str(Path(storage_path).absolute())
+    space_keys = list(space)
+    previous = None
+    if resume:
+        previous = run_dir(storage_path, name) if name else latest_run(storage_path, spec.name)
+        if previous is None or not tune.Tuner.can_restore(previous):
+            previous = None
+    if previous is not None:
+        name = previous.rstrip("/").rsplit("/", 1)[-1]
+    name = name or f"{spec.name}_{time.strftime('%Y%m%d-%H%M%S')}"
+    watch = InterruptWatch()
+    cbs: list[tune.Callback] = [watch, *callbacks]
+    tracker = None
+    if tracking is not None:
+        tracker = MLflowTracker(
+            spec,
+            tracking_uri=tracking.tracking_uri,
+            run_name=name,
+            space_keys=space_keys,
+            experiment_name=tracking.experiment_name,
+            artifact_location=tracking.artifact_location,
+        )
+        tracker.start()
+        cbs.append(tracker)
+    if progress:
+        cbs.append(RichProgress(spec.metric, space_keys, stderr=progress_to_stderr))
+    if previous is not None:
+        print(f"resuming {previous}", file=sys.stderr)
+        tuner = restore_tuner(spec, space, previous, callbacks=cbs)
+    else:
+        tuner = build_tuner(
+            spec,
+            space,
+            storage_path=storage_path,
+            name=name,
+            callbacks=cbs,
+            stoppers=list(stoppers),
+        )
+    with _signal_handlers_restored():  # Tune's and ours stay inside the fit
+        result_grid = tuner.fit()
+    # GracefulStop.interrupted covers the stop_all fallback, where no handler ran
+    interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
+    summary = summarise(spec, result_grid, warnings, interrupted=interrupted, space=space)
+    if spec.confirm is not None and summary.status == "SUCCEEDED":
+        _confirm(
+            spec, summary, storage_path, name, [*callbacks, *cbs[len(callbacks) + 1 :]], stoppers
+        )
+    summary.path = with_scheme(summary.path, storage_path)
+    for trial in summary.trials:
+        trial.checkpoint = with_scheme(trial.checkpoint, storage_path)
+    for confirmed in summary.confirmation:
+        confirmed.checkpoint = with_scheme(confirmed.checkpoint, storage_path)
+    if summary.best is not None:
+        summary.best.checkpoint = with_scheme(summary.best.checkpoint, storage_path)
+    if tracker is not None:
+        links = tracker.finish(summary)
+        links.url = tracking.run_url(links.experiment_id, links.parent_run_id)
+        summary.mlflow = links
+        if summary.best is not None:
+            summary.best.mlflow_run_id = links.best_run_id
+    return summary
+
+
+__all__ = ["StorageError", "ensure_ray", "latest_run", "lookup", "run_sweep", "summarise"]

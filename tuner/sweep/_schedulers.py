@@ -1,0 +1,87 @@
+"""Trial schedulers from the spec (metric and mode are set in TuneConfig only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune.schedulers import (
+    ASHAScheduler,
+    FIFOScheduler,
+    MedianStoppingRule,
+    PopulationBasedTraining,
+    TrialScheduler,
+)
+
+from tuner.rllib import config_path
+from tuner.search_spaces import PB2_KINDS, Domain
+from tuner.spec import SchedulerSpec
+
+
+def perturbed_keys(space: dict[str, Domain]) -> list[str]:
+    """The search-space keys pbt and pb2 perturb: RLlib settings. `model.<key>` and
+    `env_config.<key>` are sampled once per trial and kept: a restored checkpoint's
+    network (and env) must match the config it is restored into."""
+    return [key for key in space if "." not in key]
+
+
+def pbt_mutation(dom: Domain) -> Any:
+    """What PBT perturbs a key with: a choice's values as a list (PBT moves to a
+    neighbouring value or resamples; as a Tune domain it would multiply the value by 0.8
+    or 1.2 and leave the choices: gamma 0.99 -> 1.188), else the Tune domain (multiplied
+    by 0.8 or 1.2, rounded for an integer, or resampled)."""
+    return list(dom.args) if dom.kind == "choice" else dom.to_tune()
+
+
+def pb2_bounds(space: dict[str, Domain]) -> dict[str, list[float]]:
+    """PB2's `hyperparam_bounds` by search-space key: [low, high] of each continuous
+    domain (a quniform's step and a loguniform's log scale are not PB2's: it picks
+    values anywhere in [low, high], cast back to int for a randint). Raises ValueError
+    for a key PB2 cannot bound (choice, grid); the spec checks name it first."""
+    out = {}
+    for key in perturbed_keys(space):
+        dom = space[key]
+        if dom.kind not in PB2_KINDS:
+            raise ValueError(f"pb2 cannot bound search.space.{key} ({dom})")
+        low, high = dom.args[:2]
+        out[key] = [low, high]
+    return out
+
+
+def build_scheduler(
+    spec: SchedulerSpec, space: dict[str, Domain], config: dict[str, Any] | None = None
+) -> TrialScheduler:
+    """The Tune scheduler a spec asks for. `config` is the trial config (the param
+    space): pbt and pb2 perturb each key where RLlib keeps it there
+    (`train_batch_size_per_learner` -> `_train_batch_size_per_learner`), the place the
+    sampled value was laid and the one reported."""
+    config = config or {}
+    if spec.type == "asha":
+        return ASHAScheduler(
+            time_attr=spec.time_attr,
+            grace_period=spec.grace_period,
+            max_t=spec.max_t,
+            reduction_factor=spec.reduction_factor,
+        )
+    if spec.type == "median":
+        return MedianStoppingRule(
+            time_attr=spec.time_attr, grace_period=spec.grace_period, min_samples_required=2
+        )
+    if spec.type == "pbt":
+        mutations: dict[str, Any] = {
+            config_path(key, config)[0]: pbt_mutation(space[key]) for key in perturbed_keys(space)
+        }
+        return PopulationBasedTraining(
+            time_attr=spec.time_attr,
+            perturbation_interval=spec.perturbation_interval,
+            hyperparam_mutations=mutations,
+        )
+    if spec.type == "pb2":
+        from tuner.sweep._pb2 import TunerPB2  # scikit-learn: imported only for pb2
+
+        bounds = {config_path(key, config)[0]: b for key, b in pb2_bounds(space).items()}
+        return TunerPB2(
+            time_attr=spec.time_attr,
+            perturbation_interval=spec.perturbation_interval,
+            hyperparam_bounds=bounds,
+        )
+    return FIFOScheduler()

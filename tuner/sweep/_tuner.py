@@ -1,0 +1,208 @@
+"""From a spec to a Ray Tune Tuner over an RLlib algorithm."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ray import tune
+from ray.tune import CheckpointConfig, FailureConfig, RunConfig
+from ray.tune.search import BasicVariantGenerator, Searcher
+from ray.tune.search.optuna import OptunaSearch
+from ray.tune.stopper import CombinedStopper, Stopper
+
+from tuner.mlflow_names import RETURN_KEY
+from tuner.results import lookup
+from tuner.rllib import (
+    CODE_KEY,
+    CONFIRM_KEY,
+    FLAT_DEFAULTS_KEY,
+    HOLD_RATIO_KEY,
+    VECTOR_ENVS_KEY,
+    apply_values,
+    build_config,
+    code_settings,
+    custom_params,
+    custom_resources,
+    flat_defaults_apply,
+    holds_update_ratio,
+    is_function,
+    most_vector_envs,
+    own_num_envs,
+    register_env,
+    sampled_values,
+    trainable_for,
+    user_code,
+    vector_defaults_apply,
+)
+from tuner.search_spaces import Domain
+from tuner.spec import ExperimentSpec
+from tuner.sweep._schedulers import build_scheduler
+from tuner.sweep._stoppers import SweepStopper
+
+# Tune raises when the metric is missing from a result, but evaluation keys exist
+# only on evaluating iterations and episode returns only once an episode ended.
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+# Our own progress table replaces Tune's console reporter.
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+
+def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
+    """A trial's config dict before sampling: the built RLlib config, the settings that
+    name code by import path as the spec gives them, and the spec's code by import path
+    for the trial to import (CODE_KEY); for the spec's own training loop, its `config`,
+    seed and env."""
+    if spec.custom_algorithm:
+        return custom_params(spec)
+    params = build_config(spec, env_name=register_env(spec.env, spec.wrappers)).to_dict()
+    params.update(code_settings(spec))
+    code = user_code(spec)
+    if code:
+        params[CODE_KEY] = code
+    if holds_update_ratio(spec):
+        params[HOLD_RATIO_KEY] = own_num_envs(spec)
+    if flat_defaults_apply(spec):
+        params[FLAT_DEFAULTS_KEY] = True
+    if vector_defaults_apply(spec):
+        params[VECTOR_ENVS_KEY] = most_vector_envs(spec)
+    return params
+
+
+def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any]:
+    """The trial config as a dict with the search domains laid over it."""
+    return apply_values(trial_params(spec), {key: dom.to_tune() for key, dom in space.items()})
+
+
+def _search_alg(spec: ExperimentSpec) -> Searcher | BasicVariantGenerator:
+    if spec.search.method == "optuna":
+        import optuna
+
+        return OptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.seed))
+    # A SearchAlgorithm, not a Searcher: Tune ignores TuneConfig.max_concurrent_trials for it.
+    return BasicVariantGenerator(
+        max_concurrent=spec.max_concurrent_trials or 0, random_state=spec.seed
+    )
+
+
+def build_stopper(spec: ExperimentSpec) -> SweepStopper:
+    """The per-trial criteria, and the sweep-wide target when stop_on_target is set."""
+    criteria = spec.stop.trial_criteria()
+    target = RETURN_KEY if spec.stop.stop_on_target else None
+    return SweepStopper(criteria, target_key=target)
+
+
+def confirm_param_space(spec: ExperimentSpec, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The param space of the confirmation stage: the fixed config, and one grid entry
+    per (config, seed) to re-run ({"of": trial id, "values": {...}, "seed": n})."""
+    params = trial_params(spec)
+    params[CONFIRM_KEY] = tune.grid_search(runs)
+    return params
+
+
+def build_tuner(
+    spec: ExperimentSpec,
+    space: dict[str, Domain],
+    *,
+    storage_path: str,
+    name: str,
+    callbacks: list[tune.Callback] | None = None,
+    stoppers: list[Stopper] | None = None,
+    confirm_runs: list[dict[str, Any]] | None = None,
+) -> tune.Tuner:
+    """A Tuner that runs the spec's sweep over the resolved `space`, its state under
+    storage_path/name. With `confirm_runs`, the confirmation stage instead: each of
+    those (config, seed) runs once, to the spec's per-trial stop criteria (no scheduler,
+    no sweep-wide stop), each ending with a checkpoint."""
+    ckpt = spec.checkpoint
+    confirming = confirm_runs is not None
+    # a function trainable saves its own checkpoints (tune.report(checkpoint=...))
+    own_checkpoints = spec.custom_algorithm and is_function(spec.algorithm)
+    stopper = SweepStopper(spec.stop.trial_criteria()) if confirming else build_stopper(spec)
+    run_config = RunConfig(
+        name=name,
+        storage_path=str(storage_path),
+        stop=CombinedStopper(stopper, *stoppers) if stoppers else stopper,
+        # a copy: Tune appends its own loggers to this list during fit, and a list of
+        # ours that kept them (open trial files) could not be pickled by the next stage
+        callbacks=list(callbacks or []),
+        checkpoint_config=CheckpointConfig(
+            num_to_keep=ckpt.num_to_keep,
+            checkpoint_score_attribute=ckpt.score_attribute or spec.metric,
+            checkpoint_score_order=spec.mode,
+            checkpoint_frequency=0 if own_checkpoints else ckpt.frequency,
+            checkpoint_at_end=False if own_checkpoints else ckpt.at_end or confirming,
+        ),
+        failure_config=FailureConfig(max_failures=0, fail_fast=False),
+        verbose=0,
+    )
+    if confirming:
+        tune_config = tune.TuneConfig(
+            metric=spec.metric,
+            mode=spec.mode,
+            num_samples=1,
+            search_alg=BasicVariantGenerator(max_concurrent=spec.max_concurrent_trials or 0),
+            reuse_actors=False,
+        )
+        params = confirm_param_space(spec, confirm_runs)
+    else:
+        params = param_space(spec, space)
+        tune_config = tune.TuneConfig(
+            metric=spec.metric,
+            mode=spec.mode,
+            num_samples=spec.search.num_samples,
+            search_alg=_search_alg(spec),
+            scheduler=build_scheduler(spec.scheduler, space, params),
+            max_concurrent_trials=spec.max_concurrent_trials
+            if spec.search.method == "optuna"
+            else None,
+            time_budget_s=spec.stop.time_budget_s,
+            reuse_actors=False,
+        )
+    return tune.Tuner(
+        _with_resources(spec),
+        param_space=params,
+        tune_config=tune_config,
+        run_config=run_config,
+    )
+
+
+def _with_resources(spec: ExperimentSpec) -> Any:
+    """The trainable; the spec's own training loop with its resources (an RLlib
+    algorithm requests its placement group itself)."""
+    trainable = trainable_for(spec)
+    if not spec.custom_algorithm:
+        return trainable
+    res = custom_resources(spec)
+    return tune.with_resources(trainable, {"cpu": res["CPU"], "gpu": res.get("GPU", 0)})
+
+
+def restore_tuner(
+    spec: ExperimentSpec,
+    space: dict[str, Domain],
+    path: str,
+    callbacks: list[tune.Callback] | None = None,
+    confirm_runs: list[dict[str, Any]] | None = None,
+) -> tune.Tuner:
+    """Continues an interrupted sweep from Tune's experiment state at `path`.
+
+    The param space is passed again so that Tune re-resolves the objects (classes)
+    of the RLlib config that its saved state only references.
+    """
+    tuner = tune.Tuner.restore(
+        path,
+        trainable=_with_resources(spec),
+        param_space=param_space(spec, space)
+        if confirm_runs is None
+        else confirm_param_space(spec, confirm_runs),
+        resume_unfinished=True,
+        resume_errored=False,
+        restart_errored=False,
+    )
+    if callbacks:
+        # Tune restores its RunConfig from the pickled state; fresh callbacks (which
+        # find their MLflow runs again by tag) replace the pickled ones.
+        tuner._local_tuner._run_config.callbacks = list(callbacks)  # a copy, as above
+    return tuner
+
+
+__all__ = ["build_tuner", "restore_tuner", "sampled_values", "param_space", "lookup"]

@@ -1,0 +1,21 @@
+"""Where a sweep's results go as it runs: MLflow (a parent run per sweep, a nested child
+run per trial, curated params and metrics, checkpoints as artifacts, the sweep's result
+and its registered model), written in batches off Tune's loop; and the store (trial rows
+and per-iteration metric points, the read model the API and the page show).
+
+Both are Tune callbacks in the driver; they read what tuner.rllib derived for a trial.
+"""
+
+from tuner.tracking._mlflow_metrics import result_metrics
+from tuner.tracking._mlflow_tracker import MLflowTracker, TrackingConfig
+from tuner.tracking._mlflow_writer import open_in_background, open_store
+from tuner.tracking._store_callback import StoreRecorder
+
+__all__ = [
+    "MLflowTracker",
+    "StoreRecorder",
+    "TrackingConfig",
+    "open_in_background",
+    "open_store",
+    "result_metrics",
+]

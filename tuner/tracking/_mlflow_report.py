@@ -1,0 +1,179 @@
+"""The sweep's result on its MLflow parent run: the best config (params, metric,
+artifact), the registered model of its checkpoint, the trials table and the learning
+curves."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mlflow.entities import Metric
+
+from tuner import mlflow_names as names
+from tuner.tracking._mlflow_writer import param_value
+from tuner.views import MlflowLinks, SweepSummary
+
+if TYPE_CHECKING:
+    from tuner.tracking._mlflow_tracker import MLflowTracker
+
+
+def log_sweep_result(tracker: MLflowTracker, summary: SweepSummary) -> MlflowLinks:
+    """Logs the summary on the tracker's parent run and registers the best checkpoint.
+
+    Returns where the sweep landed (no UI link: the tracker does not know the UI)."""
+    client, parent = tracker.client, tracker.parent_run_id
+    out = MlflowLinks(experiment_id=tracker.experiment_id, parent_run_id=parent)
+    best = summary.best
+    if best is not None:
+        best_run = next(
+            (t.mlflow_run_id for t in summary.trials if t.trial_id == best.trial_id), None
+        )
+        out.best_run_id = best_run
+        params = {f"{names.BEST_PREFIX}{k}": v for k, v in best.config.items()}
+        params.update({names.PARAM_BEST_TRIAL: best.trial_id, names.PARAM_BEST_SEED: best.seed})
+        # MLflow params are write-once: a sweep interrupted and resumed reports its best
+        # again. Params already there with another value go in as tags instead.
+        logged = client.get_run(parent).data.params
+        moved = {k: v for k, v in params.items() if k in logged and logged[k] != param_value(v)}
+        params = {k: v for k, v in params.items() if k not in logged}
+        now = int(time.time() * 1000)
+        tracker.runs.log(
+            parent,
+            params=params,
+            metrics=[Metric(names.best_metric(tracker.metric), best.metric_value, now, 0)],
+            tags={
+                names.TAG_BEST_TRIAL: best.trial_id,
+                names.TAG_BEST_RUN: best_run or "",
+                **{f"{names.MOVED_PARAM_PREFIX}{k}": param_value(v) for k, v in moved.items()},
+            },
+        )
+        client.log_text(
+            parent, json.dumps(best.model_dump(mode="json"), indent=2), names.BEST_CONFIG_ARTIFACT
+        )
+        confirmed = best.confirmed
+        if confirmed is not None and confirmed.mean is not None:
+            tracker.runs.log(
+                parent,
+                metrics=[
+                    Metric(k, v, now, 0)
+                    for k, v in {
+                        names.CONFIRMED_MEAN: confirmed.mean,
+                        names.CONFIRMED_STD: confirmed.std,
+                        names.CONFIRMED_CI_LOW: (confirmed.ci95 or [None])[0],
+                        names.CONFIRMED_CI_HIGH: (confirmed.ci95 or [None, None])[-1],
+                    }.items()
+                    if v is not None
+                ],
+            )
+            client.log_text(
+                parent,
+                json.dumps([c.model_dump(mode="json") for c in summary.confirmation], indent=2),
+                names.CONFIRMATION_ARTIFACT,
+            )
+            # the registered model: the best confirmed config's median-score seed
+            median_run = next(
+                (
+                    t.mlflow_run_id
+                    for t in summary.trials
+                    if t.trial_id == confirmed.median_trial_id
+                ),
+                None,
+            )
+            if median_run and confirmed.checkpoint:
+                name = Path(confirmed.checkpoint).name
+                out.model_version = _register(tracker, median_run, name)
+        elif best_run and best.checkpoint:
+            out.model_version = _register(tracker, best_run, Path(best.checkpoint).name)
+    _log_importance(tracker, summary)
+    _log_trials_table(tracker, summary)
+    _log_learning_curves(tracker, summary)
+    status = {"SUCCEEDED": "FINISHED", "STOPPED": "KILLED"}.get(summary.status, "FAILED")
+    client.set_terminated(parent, status=status)
+    return out
+
+
+def _register(tracker: MLflowTracker, run_id: str, checkpoint_name: str) -> str | None:
+    """Registers runs:/<best run>/checkpoints/<name> as a version of '<experiment>-best'."""
+    client = tracker.client
+    name = names.registered_model(tracker.experiment_name)
+    try:
+        client.get_registered_model(name)
+    except Exception:  # noqa: BLE001 - MlflowException RESOURCE_DOES_NOT_EXIST
+        client.create_registered_model(
+            name, description=f"Best checkpoints of tuner sweeps named {tracker.experiment_name}"
+        )
+    version = client.create_model_version(
+        name,
+        source=names.checkpoint_source(run_id, checkpoint_name),
+        run_id=run_id,
+        tags={names.TAG_RUN: tracker.run_name},
+    )
+    return names.model_version_uri(name, version.version)
+
+
+def _log_importance(tracker: MLflowTracker, summary: SweepSummary) -> None:
+    """importance.json (both evaluators) and a metric importance.<key> (fANOVA) per key."""
+    if not (summary.importance or summary.importance_ped_anova):
+        return
+    client, parent = tracker.client, tracker.parent_run_id
+    now = int(time.time() * 1000)
+    tracker.runs.log(
+        parent,
+        metrics=[
+            Metric(names.importance_metric(k), v, now, 0) for k, v in summary.importance.items()
+        ],
+    )
+    body = summary.model_dump(
+        mode="json", include={"metric", "mode", "importance", "importance_ped_anova"}
+    )
+    client.log_text(parent, json.dumps(body, indent=2), names.IMPORTANCE_ARTIFACT)
+
+
+def _log_trials_table(tracker: MLflowTracker, summary: SweepSummary) -> None:
+    client, parent = tracker.client, tracker.parent_run_id
+    rows = [t.model_dump(mode="json", exclude_none=False) for t in summary.trials]
+    client.log_text(parent, json.dumps(rows, indent=1), names.TRIALS_JSON_ARTIFACT)
+    keys = sorted({k for t in summary.trials for k in t.config})
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    cols = ["trial_id", "status", "seed", "iterations", "env_steps", "metric", "best_metric"]
+    writer.writerow(cols + keys + ["mlflow_run_id", "error"])
+    for t in summary.trials:
+        writer.writerow(
+            [getattr(t, c) for c in cols]
+            + [t.config.get(k) for k in keys]
+            + [t.mlflow_run_id, (t.error or "").splitlines()[0] if t.error else ""]
+        )
+    client.log_text(parent, buf.getvalue(), names.TRIALS_CSV_ARTIFACT)
+
+
+def _log_learning_curves(tracker: MLflowTracker, summary: SweepSummary) -> None:
+    # The object API, not pyplot: no global figure state, no GUI backend, a light import.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    client = tracker.client
+    fig = Figure(figsize=(8, 5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for t in summary.trials:
+        if not t.mlflow_run_id:
+            continue
+        history = client.get_metric_history(t.mlflow_run_id, tracker.metric)
+        if history:
+            points = sorted((m.step, m.value) for m in history)
+            ax.plot([p[0] for p in points], [p[1] for p in points], label=t.trial_id)
+    ax.set_xlabel("env steps sampled")
+    ax.set_ylabel(tracker.metric)
+    ax.set_title(f"{summary.name}: learning curves")
+    if summary.trials:
+        ax.legend(fontsize="small", ncol=2)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / names.CURVES_ARTIFACT
+        fig.savefig(path, dpi=100)
+        client.log_artifact(tracker.parent_run_id, str(path))

@@ -1,0 +1,164 @@
+"""The one validation pipeline, composed here once:
+
+    strict parsing (untrusted text as plain data) -> the spec's schema -> the semantic
+    checks that need RLlib -> the fit on the target nodes, or the plan
+
+Every caller goes through `check_source`: `tuner validate / plan / run` with a file's
+text, the API's validator worker with a request body (POST, the dry run, the web form).
+Each stage reports every problem it finds, and the fit is checked beside the semantic
+checks, so one pass returns all that can be found; a stage whose input is broken (text
+that is no data, data that is no spec) ends the pass there.
+
+The API runs it in a worker process, so the API process never imports RLlib (or
+anything a spec names) and a pathological body cannot stall or crash its event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.search_spaces import Domain
+from tuner.spec import (
+    ExperimentSpec,
+    NestingTooDeep,
+    SpecError,
+    check_data,
+    load_json_strict,
+    load_yaml_strict,
+    parse_spec,
+    resolve_space,
+)
+from tuner.views import Issue, Plan
+
+
+@dataclass
+class Checks:
+    """What the pipeline checks beyond the schema, and against what."""
+
+    allowed_modules: list[str] | None = None  # None: code references are not checked
+    nodes: list[dict[str, float]] | None = None  # the target nodes; None: not known
+    check_fit: bool = True  # whether one trial must fit the nodes
+    build_env: bool = True  # build the env once (RLlib's check of its spaces)
+    import_user_code: bool = True  # False in the API's worker: nothing a spec names
+    max_trials: int | None = None  # the service's limits
+    max_asha_rungs: int | None = None
+    plan: bool = False  # also plan it (the fit is then part of the plan, not an issue)
+
+
+@dataclass
+class Checked:
+    """The pipeline's answer: the spec and what it resolved, or every problem found."""
+
+    spec: ExperimentSpec | None = None
+    space: dict[str, Domain] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    plan: Plan | None = None
+    issues: list[Issue] = field(default_factory=list)
+    too_deep: bool = False  # the text was nested too deep (HTTP 413)
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues
+
+    def error(self) -> SpecError:
+        """The problems as one SpecError."""
+        return SpecError(self.issues)
+
+
+def parse_text(text: str, yaml_text: bool) -> Any:
+    """Text as plain data: JSON without NaN / Infinity, or YAML without tags, anchors or
+    aliases; nested at most 32 deep; integers within int64, floats finite. Raises
+    SpecError naming the problem (NestingTooDeep for depth)."""
+    data = load_yaml_strict(text) if yaml_text else load_json_strict(text)
+    issues = check_data(data)
+    if issues:
+        raise SpecError(issues)
+    return data
+
+
+def check_source(source: str | bytes, yaml_text: bool, checks: Checks) -> Checked:
+    """Runs the whole pipeline on a spec's text (bytes must be UTF-8); never raises for a
+    bad spec: its problems are in the answer."""
+    out = Checked()
+    try:
+        if isinstance(source, bytes):
+            try:
+                source = source.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise SpecError.one(
+                    "(body)", f"not UTF-8 text: {err.reason} at byte {err.start}"
+                ) from None
+        out.spec = parse_spec(parse_text(source, yaml_text))
+        out.space = resolve_space(out.spec)  # once: validation, the fit and the plan share it
+        _semantics(out, checks)
+    except NestingTooDeep as err:
+        out.issues, out.too_deep = list(err.issues), True
+    except SpecError as err:
+        out.issues = list(err.issues)
+    except Exception as err:  # noqa: BLE001 - any other failure is still the spec's problem
+        msg = f"cannot be checked: {type(err).__name__}: {str(err)[:300]}"
+        out.issues = [Issue(loc="(spec)", msg=msg)]
+    return out
+
+
+def _semantics(out: Checked, checks: Checks) -> None:
+    """The checks that need RLlib, then the fit (or the plan), each stage's problems
+    gathered; raises SpecError with all of them."""
+    from tuner.rllib import check_fits
+    from tuner.validation._plan import plan_spec
+    from tuner.validation._validate import validate_spec
+
+    spec, issues = out.spec, []
+    assert spec is not None
+    try:
+        out.warnings = validate_spec(
+            spec,
+            build_env=checks.build_env,
+            allowed_modules=checks.allowed_modules,
+            import_user_code=checks.import_user_code,
+            max_trials=checks.max_trials,
+            max_asha_rungs=checks.max_asha_rungs,
+            space=out.space,
+        )
+    except SpecError as err:
+        issues += err.issues
+    if checks.plan and not issues:
+        out.plan = plan_spec(spec, checks.nodes, check_fit=checks.check_fit, space=out.space)
+    elif checks.nodes is not None and checks.check_fit and not checks.plan:
+        try:
+            check_fits(spec, checks.nodes)
+        except SpecError as err:
+            issues += [i for i in err.issues if i not in issues]
+    if issues:
+        raise SpecError(issues)
+
+
+def one_issue(loc: str, msg: str, value: Any = None) -> dict[str, Any]:
+    """A worker's answer for a body refused with one problem."""
+    return {"issues": [Issue(loc=loc, msg=msg, value=value).model_dump(mode="json")]}
+
+
+def check_body(raw: bytes, yaml_body: bool, checks: Checks) -> dict[str, Any]:
+    """The API worker's answer (plain JSON data) for a request body: {"spec": validated
+    spec JSON, "warnings": [...]}, {"plan": Plan JSON} with `checks.plan`, or {"issues":
+    [{loc, msg, value}]} (with "status": 413 for a body nested too deep)."""
+    checked = check_source(raw, yaml_body, checks)
+    if not checked.ok:
+        answer: dict[str, Any] = {"issues": [i.model_dump(mode="json") for i in checked.issues]}
+        if checked.too_deep:
+            answer["status"] = 413
+        return answer
+    assert checked.spec is not None
+    if checked.plan is not None:
+        return {"plan": checked.plan.model_dump(mode="json")}
+    return {"spec": checked.spec.model_dump(mode="json"), "warnings": checked.warnings}
+
+
+def warm_up() -> bool:
+    """Imports RLlib in the API's worker ahead of the first request."""
+    import tuner.rllib
+    import tuner.validation._plan
+    import tuner.validation._validate  # noqa: F401
+
+    return True

@@ -1,0 +1,106 @@
+"""What a spec will cost before it runs: trials, one trial's placement group, how many
+run at once on the target cluster and what limits that, the most env steps, iterations
+and time its stop criteria allow, and whether it fits (`tuner plan`, `POST
+/experiments?dry_run=true`)."""
+
+from __future__ import annotations
+
+import math
+
+from tuner.rllib import check_fits, trial_resources
+from tuner.search_spaces import Domain
+from tuner.spec import ExperimentSpec, SpecError, resolve_space
+from tuner.validation._validate import grid_trials
+from tuner.views import Issue, Plan
+
+
+def _place(bundles: list[dict[str, float]], free: list[dict[str, float]]) -> str | None:
+    """Places one trial's bundles on the nodes' free resources (first fit, in place);
+    None when placed, else the resource that ran out."""
+    trial = [dict(n) for n in free]
+    for bundle in bundles:
+        node = next(
+            (n for n in trial if all(v <= n.get(k, 0.0) + 1e-9 for k, v in bundle.items())),
+            None,
+        )
+        if node is None:
+            worst = max(
+                bundle,
+                key=lambda k: bundle[k] - max((n.get(k, 0.0) for n in trial), default=0.0),
+            )
+            return worst
+        for k, v in bundle.items():
+            node[k] = node.get(k, 0.0) - v
+    free[:] = trial
+    return None
+
+
+def concurrency(
+    bundles: list[dict[str, float]], nodes: list[dict[str, float]], cap: int
+) -> tuple[int, str]:
+    """How many trials' placement groups fit on the nodes at once (at most `cap`), and
+    what limits it: a resource name, or `trials` / `max_concurrent_trials`."""
+    free = [dict(n) for n in nodes]
+    placed = 0
+    while placed < cap:
+        short = _place(bundles, free)
+        if short is not None:
+            return placed, short
+        placed += 1
+    return placed, "cap"
+
+
+def plan_spec(
+    spec: ExperimentSpec,
+    nodes: list[dict[str, float]] | None,
+    *,
+    check_fit: bool = True,
+    space: dict[str, Domain] | None = None,
+) -> Plan:
+    """The plan of a validated spec on a cluster of `nodes` (each node's total
+    resources; None: not known, no fit check). `space` is the resolved search space
+    (tuner.search_spaces.resolve_space, the one validation used), resolved here when
+    not given."""
+    space = resolve_space(spec) if space is None else space
+    trials = grid_trials(spec, space)
+    confirm = spec.confirm.top_k * spec.confirm.seeds if spec.confirm else 0
+    total, bundles = trial_resources(spec)
+    problems: list[Issue] = []
+    fits = True
+    if nodes is not None and check_fit:
+        try:
+            check_fits(spec, nodes)
+        except SpecError as err:
+            fits = False
+            problems += err.issues
+    concurrent, limited_by = None, None
+    if nodes is not None:
+        cap = min(trials, spec.max_concurrent_trials or trials)
+        concurrent, short = concurrency(bundles, nodes, cap)
+        if short == "cap":
+            limited_by = (
+                "max_concurrent_trials"
+                if spec.max_concurrent_trials and (spec.max_concurrent_trials < trials)
+                else "trials"
+            )
+        else:
+            limited_by = short
+    stop = spec.stop
+    runs = trials + confirm
+    waves = math.ceil(runs / concurrent) if concurrent else None
+    return Plan(
+        trials=trials,
+        confirm_trials=confirm,
+        # CPU and GPU always (0 included), then any custom resources
+        per_trial={"CPU": total.get("CPU", 0.0), "GPU": total.get("GPU", 0.0)} | total,
+        bundles=bundles,
+        concurrent=concurrent,
+        limited_by=limited_by,
+        max_env_steps=stop.timesteps_total * runs if stop.timesteps_total else None,
+        max_iterations=stop.training_iteration * runs if stop.training_iteration else None,
+        max_time_s=stop.time_budget_s
+        or (stop.time_total_s * waves if stop.time_total_s and waves else None),
+        fits=fits,
+        problems=problems,
+        search_keys=sorted(space),
+    )
