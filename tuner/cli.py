@@ -16,6 +16,7 @@ from rich.console import Console
 from tuner import validation
 from tuner.settings import Settings
 from tuner.spec import SpecError
+from tuner.statuses import TERMINAL, TRIAL_ENDED, SweepStatus, TrialStatus
 
 if TYPE_CHECKING:
     import httpx
@@ -226,7 +227,7 @@ def run(
         sys.stdout.write(json.dumps(summary.model_dump(mode="json"), indent=2) + "\n")
     else:
         _print_summary(summary)
-    raise typer.Exit(0 if summary.status == "SUCCEEDED" else 1)
+    raise typer.Exit(0 if summary.status == SweepStatus.SUCCEEDED else 1)
 
 
 def _import_and_open(tracking_uri: str) -> None:
@@ -254,7 +255,7 @@ def _print_summary(summary: SweepSummary) -> None:
     out = Console()
     for w in summary.warnings:
         out.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
-    errored = [t for t in summary.trials if t.status == "ERROR"]
+    errored = [t for t in summary.trials if t.status == TrialStatus.ERROR]
     out.print(
         f"\n[bold]{summary.name}[/bold]: {summary.status}, {len(summary.trials)} trials"
         f" ({len(errored)} errored)"
@@ -388,7 +389,6 @@ def _call(method: str, url: str | None, path: str, **kwargs: object) -> dict:
 
 
 UrlOpt = Annotated[str | None, typer.Option("--url", help="Server URL (TUNER_URL).")]
-TERMINAL_STATUSES = {"SUCCEEDED", "STOPPED", "FAILED"}
 
 
 @app.command()
@@ -414,7 +414,7 @@ def submit(
         except KeyboardInterrupt:
             err.print(f"stopped following; the sweep runs on (`tuner stop {exp['id']}` stops it)")
             raise typer.Exit(130) from None
-        raise typer.Exit(0 if exp["status"] == "SUCCEEDED" else 1)
+        raise typer.Exit(0 if exp["status"] == SweepStatus.SUCCEEDED else 1)
 
 
 def _wait(url: str | None, experiment_id: str) -> dict:
@@ -433,7 +433,7 @@ def _wait(url: str | None, experiment_id: str) -> dict:
         while True:
             exp = _call("GET", url, f"/experiments/{experiment_id}")
             counts = exp.get("trial_counts", {})
-            done = counts.get("TERMINATED", 0) + counts.get("ERROR", 0)
+            done = sum(counts.get(s, 0) for s in TRIAL_ENDED)
             total = max(sum(counts.values()), exp["spec"]["search"]["num_samples"])
             trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
             best = [t["best_metric"] for t in trials if t.get("best_metric") is not None]
@@ -445,7 +445,7 @@ def _wait(url: str | None, experiment_id: str) -> dict:
                 description=f"{exp['name']} {exp['status']}",
                 best=best_s,
             )
-            if exp["status"] in TERMINAL_STATUSES:
+            if exp["status"] in TERMINAL:
                 return exp
             time.sleep(2)
 

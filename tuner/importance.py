@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tuner.mlflow_names import STAGE_SEARCH
+from tuner.statuses import TrialStatus
 
 EVALUATORS: tuple[str, ...] = ("fanova", "ped_anova")
 MIN_TRIALS = 4
@@ -127,7 +128,7 @@ def sweep_importance(
         t
         for t in trials
         if (_field(t, "stage") or STAGE_SEARCH) == STAGE_SEARCH
-        and _field(t, "status") == "TERMINATED"
+        and _field(t, "status") == TrialStatus.TERMINATED
     ]
     both = importances(finished, space, mode, min_trials=min_trials, value=value) or {}
     return {field: both.get(name, {}) for name, field in FIELDS.items()}

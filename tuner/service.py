@@ -14,10 +14,20 @@ from typing import Any
 
 from tuner.launcher import JOB_TERMINAL, JobsTimedOut, JobsUnavailable, Launcher
 from tuner.settings import Settings
-from tuner.store import TERMINAL, ExperimentRecord, Store
+from tuner.statuses import (
+    ACTIVE,
+    LAUNCHED,
+    RESUMABLE,
+    STOPPABLE,
+    TERMINAL,
+    SweepStatus,
+    in_order,
+)
+from tuner.store import ExperimentRecord, Store
 
 log = logging.getLogger("tuner.service")
-ACTIVE = {"RUNNING", "STOPPING"}
+QUEUED, RUNNING, STOPPING = SweepStatus.QUEUED, SweepStatus.RUNNING, SweepStatus.STOPPING
+STOPPED, FAILED = SweepStatus.STOPPED, SweepStatus.FAILED
 
 
 class Conflict(Exception):
@@ -46,7 +56,7 @@ def submit(
         name=spec["name"], spec=spec, warnings=warnings, max_active=max_active
     )
     if rec is None:
-        active = store.count_by_status({"QUEUED", "RUNNING", "STOPPING"})
+        active = store.count_by_status(ACTIVE)
         raise TooMany(
             f"{active} sweeps are queued or running; this service takes at most "
             f"{max_active} (TUNER_MAX_ACTIVE_SWEEPS): wait for one to end or stop one"
@@ -59,30 +69,29 @@ def request_stop(store: Store, experiment_id: str) -> ExperimentRecord:
     the same compare-and-set (the driver ends gracefully). A request that finds the sweep
     anywhere else changes nothing: Conflict."""
     for _ in range(3):  # the supervisor may move it between QUEUED and RUNNING meanwhile
-        if store.transition(experiment_id, "STOPPED", allowed_from={"QUEUED"}):
+        if store.transition(experiment_id, STOPPED, allowed_from={QUEUED}):
             return _current(store, experiment_id)
-        if store.transition(
-            experiment_id, "STOPPING", allowed_from={"RUNNING"}, stop_requested=True
-        ):
+        if store.transition(experiment_id, STOPPING, allowed_from={RUNNING}, stop_requested=True):
             return _current(store, experiment_id)
         rec = _current(store, experiment_id)
-        if rec.status == "STOPPING":
+        if rec.status == STOPPING:
             return rec  # asked again: the stop timeout keeps counting from the first request
-        if rec.status not in {"QUEUED", "RUNNING"}:
+        if rec.status not in STOPPABLE:
             break
-    raise Conflict(f"sweep {experiment_id} is {rec.status}; only QUEUED or RUNNING stop")
+    raise Conflict(f"sweep {experiment_id} is {rec.status}; only {_either(STOPPABLE)} stop")
 
 
 def resume(store: Store, experiment_id: str) -> ExperimentRecord:
     """STOPPED or FAILED -> QUEUED, with a fresh launch budget (attempts, stop flag and
     error reset in the same compare-and-set); its driver continues from Tune's state."""
     rec = _current(store, experiment_id)
-    if rec.status not in {"STOPPED", "FAILED"}:
-        raise Conflict(f"sweep {experiment_id} is {rec.status}; only STOPPED or FAILED resume")
+    only = f"only {_either(RESUMABLE)} resume"
+    if rec.status not in RESUMABLE:
+        raise Conflict(f"sweep {experiment_id} is {rec.status}; {only}")
     fresh = {"stop_requested": False, "attempts": 0, "error": None}
-    if not store.transition(experiment_id, "QUEUED", allowed_from={"STOPPED", "FAILED"}, **fresh):
+    if not store.transition(experiment_id, QUEUED, allowed_from=RESUMABLE, **fresh):
         rec = _current(store, experiment_id)
-        raise Conflict(f"sweep {experiment_id} is {rec.status} now; only STOPPED or FAILED resume")
+        raise Conflict(f"sweep {experiment_id} is {rec.status} now; {only}")
     return _current(store, experiment_id)
 
 
@@ -90,8 +99,8 @@ def deletable(store: Store, experiment_id: str) -> ExperimentRecord:
     """The record of a sweep that may be deleted (a QUEUED one is stopped first);
     Conflict while it runs."""
     rec = _current(store, experiment_id)
-    if rec.status == "QUEUED":
-        store.transition(experiment_id, "STOPPED", allowed_from={"QUEUED"})
+    if rec.status == QUEUED:
+        store.transition(experiment_id, STOPPED, allowed_from={QUEUED})
         rec = _current(store, experiment_id)
     if rec.status not in TERMINAL:
         raise Conflict(f"sweep {experiment_id} is {rec.status}; stop it before deleting")
@@ -122,7 +131,7 @@ class Supervisor:
     def tick(self) -> None:
         """One reconciliation pass (call periodically, and once at start-up)."""
         now = datetime.now(UTC)
-        for status in ACTIVE:
+        for status in in_order(LAUNCHED):
             records, _ = self.store.list_experiments(status=status, limit=10_000)
             for rec in records:
                 try:
@@ -133,10 +142,10 @@ class Supervisor:
 
     def _follow(self, rec: ExperimentRecord, now: datetime) -> None:
         if rec.job_id is None:
-            if rec.status == "STOPPING" or rec.stop_requested:
-                self.store.transition(rec.id, "STOPPED", allowed_from=ACTIVE)
+            if rec.status == STOPPING or rec.stop_requested:
+                self.store.transition(rec.id, STOPPED, allowed_from=LAUNCHED)
             elif now - rec.updated_at > timedelta(seconds=30):  # died between claim and submit
-                self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
+                self.store.transition(rec.id, QUEUED, allowed_from={RUNNING})
             return
         job = self.launcher.status(rec.job_id)
         # A job id the job server does not know yet may still land: its submission timed
@@ -146,7 +155,7 @@ class Supervisor:
             return
         if job is not None and job not in JOB_TERMINAL:
             stop_age = now - rec.updated_at
-            if rec.status == "STOPPING" and stop_age > timedelta(
+            if rec.status == STOPPING and stop_age > timedelta(
                 seconds=self.settings.stop_timeout_s
             ):
                 log.warning("sweep %s did not stop in time: stopping its job", rec.id)
@@ -155,21 +164,21 @@ class Supervisor:
         cur = self.store.get_experiment(rec.id)
         if cur is None or cur.status in TERMINAL or cur.job_id != rec.job_id:
             return  # the driver wrote its outcome (or a newer attempt runs)
-        if cur.status == "STOPPING" or cur.stop_requested:
-            self.store.transition(rec.id, "STOPPED", allowed_from=ACTIVE)
+        if cur.status == STOPPING or cur.stop_requested:
+            self.store.transition(rec.id, STOPPED, allowed_from=LAUNCHED)
         elif cur.attempts < self.settings.max_attempts:
             log.warning("driver of sweep %s ended (%s) without an outcome: resuming", rec.id, job)
             error = f"driver ended ({job}); resumed"
-            self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"}, error=error)
+            self.store.transition(rec.id, QUEUED, allowed_from={RUNNING}, error=error)
         else:
             tail = self.launcher.logs_tail(rec.job_id)
             error = f"driver ended ({job}):\n{tail}"
-            self.store.transition(rec.id, "FAILED", allowed_from=ACTIVE, error=error)
+            self.store.transition(rec.id, FAILED, allowed_from=LAUNCHED, error=error)
 
     def _launch(self) -> None:
-        free = self.settings.max_running_experiments - self.store.count_by_status(ACTIVE)
+        free = self.settings.max_running_experiments - self.store.count_by_status(LAUNCHED)
         for rec in self.store.queued_in_order()[: max(free, 0)]:
-            if not self.store.transition(rec.id, "RUNNING", allowed_from={"QUEUED"}):
+            if not self.store.transition(rec.id, RUNNING, allowed_from={QUEUED}):
                 continue
             attempt, launch = rec.attempts + 1, rec.launches + 1
             # The job id is derived from the sweep and its launch count (never reset, also
@@ -188,15 +197,20 @@ class Supervisor:
                     # there is none, relaunches
                     log.warning("submitting sweep %s timed out; following job %s", rec.id, job_id)
                 elif cur.stop_requested:
-                    self.store.transition(rec.id, "STOPPED", allowed_from=ACTIVE)
+                    self.store.transition(rec.id, STOPPED, allowed_from=LAUNCHED)
                 elif _transient(err):  # e.g. the job agent is still starting: retry next tick
                     self.store.update_experiment(
                         rec.id, attempts=rec.attempts, launches=rec.launches, job_id=None
                     )
-                    self.store.transition(rec.id, "QUEUED", allowed_from={"RUNNING"})
+                    self.store.transition(rec.id, QUEUED, allowed_from={RUNNING})
                 else:
                     error = f"could not submit the Ray Job: {err}"
-                    self.store.transition(rec.id, "FAILED", allowed_from=ACTIVE, error=error)
+                    self.store.transition(rec.id, FAILED, allowed_from=LAUNCHED, error=error)
+
+
+def _either(group: frozenset[SweepStatus]) -> str:
+    """A group of statuses for a message: "QUEUED or RUNNING"."""
+    return " or ".join(in_order(group))
 
 
 def _maybe_submitted(err: Exception) -> bool:

@@ -14,7 +14,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from tuner import statuses
 from tuner.mlflow_names import STAGE_SEARCH, run_url
+from tuner.statuses import SweepStatus, TrialStatus
 
 
 class _View(BaseModel):
@@ -25,7 +27,7 @@ class TrialView(_View):
     """One trial (CLI JSON, `GET /experiments/{id}/trials`, the page's trial table)."""
 
     trial_id: str
-    status: str = Field(..., description="PENDING RUNNING PAUSED TERMINATED ERROR")
+    status: TrialStatus
     config: dict[str, Any] = Field(default_factory=dict, description="Its sampled values.")
     seed: int | None = None
     iterations: int = 0
@@ -150,11 +152,7 @@ class SweepSummary(_View):
     """`tuner run --output json`: the best trial and every trial."""
 
     name: str
-    status: str = Field(
-        ...,
-        description="SUCCEEDED (some trial finished), STOPPED (interrupted, resumable) "
-        "or FAILED (no trial finished).",
-    )
+    status: SweepStatus = Field(..., description="The sweep's outcome: a terminal status.")
     metric: str
     mode: str
     best: BestTrial | None = None
@@ -172,14 +170,16 @@ class ExperimentView(_View):
 
     id: str
     name: str
-    status: str = Field(..., description="QUEUED RUNNING STOPPING SUCCEEDED STOPPED FAILED")
+    status: SweepStatus
     algorithm: str
     env: str
     metric: str
     mode: str
     spec: dict[str, Any]
     warnings: list[str] = Field(default_factory=list)
-    trial_counts: dict[str, int] = Field(default_factory=dict)
+    trial_counts: dict[str, int] = Field(
+        default_factory=dict, description="How many of its trials are in each TrialStatus."
+    )
     best: BestTrial | None = None
     confirmation: Confirmation
     importance: Importance
@@ -327,6 +327,31 @@ class ClusterView(_View):
     gpus: float = 0
 
 
+class StatusList(_View):
+    """The statuses a sweep and a trial can have, and the groups of a sweep's statuses
+    the service acts on (`tuner/statuses.py`): clients such as the web page read them
+    here instead of keeping a copy."""
+
+    sweep: list[SweepStatus] = Field(..., description="A sweep's statuses, in lifecycle order.")
+    terminal: list[SweepStatus] = Field(
+        ..., description="A sweep's outcomes: it has ended (`finished_at` is set)."
+    )
+    stoppable: list[SweepStatus] = Field(..., description="Where `POST .../stop` applies.")
+    resumable: list[SweepStatus] = Field(..., description="Where `POST .../resume` applies.")
+    trial: list[TrialStatus] = Field(..., description="A trial's statuses (Ray Tune's).")
+
+    @classmethod
+    def current(cls) -> StatusList:
+        """The vocabulary as tuner/statuses.py defines it."""
+        return cls(
+            sweep=list(SweepStatus),
+            terminal=statuses.in_order(statuses.TERMINAL),
+            stoppable=statuses.in_order(statuses.STOPPABLE),
+            resumable=statuses.in_order(statuses.RESUMABLE),
+            trial=list(TrialStatus),
+        )
+
+
 class Health(_View):
     """Liveness of the API, its store and its Ray cluster."""
 
@@ -427,6 +452,7 @@ __all__ = [
     "Issue",
     "Problem",
     "Problems",
+    "StatusList",
     "SweepSummary",
     "TrialList",
     "TrialMetrics",

@@ -12,7 +12,8 @@ import pytest
 
 from tuner import service
 from tuner.settings import Settings
-from tuner.store import STATUSES, TERMINAL, TRANSITIONS, Store
+from tuner.statuses import TERMINAL, SweepStatus
+from tuner.store import TRANSITIONS, Store
 from tuner.store._models import utcnow
 
 SPEC = {"name": "sm", "algorithm": "PPO", "env": "CartPole-v1"}
@@ -32,6 +33,7 @@ def at(store: Store, status: str) -> str:
     return rec.id
 
 
+STATUSES = list(SweepStatus)
 PAIRS = [(a, b) for a in STATUSES for b in STATUSES if a != b]
 
 

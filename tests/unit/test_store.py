@@ -10,7 +10,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
 
-from tuner.store import TERMINAL, MetricPoint, Store
+from tuner.statuses import TERMINAL
+from tuner.store import MetricPoint, Store
 from tuner.store._models import Base
 
 SPEC = {"name": "cartpole", "algorithm": "PPO", "env": "CartPole-v1"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.responses import JSONResponse
@@ -27,7 +27,8 @@ from tuner.api._deps import (
 )
 from tuner.api._procs import in_fresh_process
 from tuner.mlflow_names import RETURN_KEY
-from tuner.store import STATUSES, ExperimentRecord, Store
+from tuner.statuses import SweepStatus
+from tuner.store import ExperimentRecord, Store
 from tuner.views import (
     AlgorithmInfo,
     ClusterView,
@@ -41,6 +42,7 @@ from tuner.views import (
     Plan,
     Problem,
     Problems,
+    StatusList,
     TrialList,
     TrialMetrics,
     with_mlflow_url,
@@ -103,13 +105,21 @@ def _conflict(err: service.Conflict) -> HTTPException:
 @public.get("/healthz", response_model=Health, tags=["service"])
 def healthz(store: StoreDep, launcher: LauncherDep) -> Health:
     """Liveness: the store answers; the Ray address the service submits to."""
-    store.count_by_status({"RUNNING"})
+    store.count_by_status({SweepStatus.RUNNING})
     return Health(
         status="ok",
         version=tuner.__version__,
         ray_address=launcher.address,
         store=store.url.get_backend_name(),
     )
+
+
+@public.get("/statuses", response_model=StatusList, tags=["service"])
+def statuses() -> StatusList:
+    """The statuses a sweep and a trial can have, and which of a sweep's are terminal,
+    stoppable and resumable (what the web page acts on). Public, as the OpenAPI schema
+    that lists them: no token needed."""
+    return StatusList.current()
 
 
 def _body_kind(request: Request) -> bool:
@@ -225,14 +235,12 @@ async def create_experiment(
 def list_experiments(
     store: StoreDep,
     status_: Annotated[
-        Literal["QUEUED", "RUNNING", "STOPPING", "SUCCEEDED", "STOPPED", "FAILED"] | None,
-        Query(alias="status", description="Filter by status."),
+        SweepStatus | None, Query(alias="status", description="Filter by status.")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> ExperimentList:
     """Sweeps, newest first, one page at a time."""
-    assert status_ is None or status_ in STATUSES  # FastAPI checked it (422 otherwise)
     records, total = store.list_experiments(status=status_, limit=limit, offset=offset)
     return ExperimentList(
         items=[experiment_view(store, r) for r in records], total=total, limit=limit, offset=offset

@@ -28,21 +28,21 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from tuner.mlflow_names import STAGE_SEARCH
+from tuner.statuses import SweepStatus
 
-STATUSES = ("QUEUED", "RUNNING", "STOPPING", "SUCCEEDED", "STOPPED", "FAILED")
-TERMINAL = {"SUCCEEDED", "STOPPED", "FAILED"}
 # The sweep's state machine: every status change the service makes, and no other.
 #   QUEUED   -> RUNNING (launched) | STOPPED (stopped before it ran)
 #   RUNNING  -> STOPPING (stop asked) | QUEUED (driver died, relaunch) | an outcome
 #   STOPPING -> STOPPED | FAILED | SUCCEEDED (the driver's outcome, or the stop enforced)
 #   STOPPED, FAILED -> QUEUED (resume); SUCCEEDED is final
-TRANSITIONS: dict[str, frozenset[str]] = {
-    "QUEUED": frozenset({"RUNNING", "STOPPED"}),
-    "RUNNING": frozenset({"STOPPING", "QUEUED", "SUCCEEDED", "STOPPED", "FAILED"}),
-    "STOPPING": frozenset({"STOPPED", "FAILED", "SUCCEEDED"}),
-    "STOPPED": frozenset({"QUEUED"}),
-    "FAILED": frozenset({"QUEUED"}),
-    "SUCCEEDED": frozenset(),
+_S = SweepStatus
+TRANSITIONS: dict[SweepStatus, frozenset[SweepStatus]] = {
+    _S.QUEUED: frozenset({_S.RUNNING, _S.STOPPED}),
+    _S.RUNNING: frozenset({_S.STOPPING, _S.QUEUED, _S.SUCCEEDED, _S.STOPPED, _S.FAILED}),
+    _S.STOPPING: frozenset({_S.STOPPED, _S.FAILED, _S.SUCCEEDED}),
+    _S.STOPPED: frozenset({_S.QUEUED}),
+    _S.FAILED: frozenset({_S.QUEUED}),
+    _S.SUCCEEDED: frozenset(),
 }
 
 
@@ -164,7 +164,7 @@ class ExperimentRecord(BaseModel):
 
     id: str
     name: str
-    status: str
+    status: SweepStatus
     spec: dict[str, Any]
     warnings: list[str]
     job_id: str | None = None

@@ -29,9 +29,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from tuner.mlflow_names import STAGE_SEARCH
+from tuner.statuses import ACTIVE, TERMINAL, SweepStatus, TrialStatus
 from tuner.store._models import (
-    STATUSES,
-    TERMINAL,
     TRANSITIONS,
     ExperimentRecord,
     ExperimentRow,
@@ -51,7 +50,6 @@ WRITE_ATTEMPTS = 5  # retries of an insert-or-update that lost a race to another
 EXPERIMENT_FIELDS = set(ExperimentRecord.model_fields) - {"id", "created_at"}
 # what a transition stamps itself: the status and its times
 TRANSITION_FIELDS = EXPERIMENT_FIELDS - {"status", "updated_at", "started_at", "finished_at"}
-ACTIVE = {"QUEUED", "RUNNING", "STOPPING"}  # what TUNER_MAX_ACTIVE_SWEEPS counts
 ADMISSION_LOCK = 7531902469  # Postgres advisory lock: one sweep admitted at a time
 TRIAL_FIELDS = {c.name for c in TrialRow.__table__.columns} - {
     "experiment_id",
@@ -59,7 +57,7 @@ TRIAL_FIELDS = {c.name for c in TrialRow.__table__.columns} - {
     "updated_at",
 }
 TRIAL_DEFAULTS: dict[str, Any] = {
-    "status": "PENDING",
+    "status": TrialStatus.PENDING.value,
     "stage": STAGE_SEARCH,
     "config": {},
     "iterations": 0,
@@ -175,7 +173,7 @@ class Store:
         row = ExperimentRow(
             id=uuid.uuid4().hex[:12],
             name=name,
-            status="QUEUED",
+            status=SweepStatus.QUEUED.value,
             spec=spec,
             warnings=list(warnings),
             attempts=0,
@@ -191,7 +189,8 @@ class Store:
                 session.add(row)
                 session.flush()  # the INSERT: on SQLite it holds the write lock from here
                 if max_active is not None:
-                    counting = select(func.count()).where(ExperimentRow.status.in_(ACTIVE))
+                    active = _words(ACTIVE)
+                    counting = select(func.count()).where(ExperimentRow.status.in_(active))
                     if (session.scalar(counting) or 0) > max_active:
                         raise _OverLimit  # rolls the insert back
         except _OverLimit:
@@ -211,6 +210,7 @@ class Store:
         query = select(ExperimentRow)
         counting = select(func.count()).select_from(ExperimentRow)
         if status is not None:
+            status = _check_status(status)
             query = query.where(ExperimentRow.status == status)
             counting = counting.where(ExperimentRow.status == status)
         query = query.order_by(ExperimentRow.created_at.desc(), ExperimentRow.id.desc())
@@ -225,7 +225,7 @@ class Store:
         if unknown:
             raise TypeError(f"not experiment fields: {sorted(unknown)}")
         if "status" in fields:
-            _check_status(fields["status"])
+            fields["status"] = _check_status(fields["status"])
         fields.setdefault("updated_at", utcnow())
         with self._sessions.begin() as session:
             statement = update(ExperimentRow).where(ExperimentRow.id == experiment_id)
@@ -241,7 +241,7 @@ class Store:
         moved. `fields` (stop_requested, attempts, error, ...) are written by the same
         guarded UPDATE: only if the sweep moved. A request the state machine allows from
         none of `allowed_from` is a programming error: ValueError."""
-        _check_status(to)
+        to = SweepStatus(_check_status(to))
         unknown = set(fields) - TRANSITION_FIELDS
         if unknown:
             raise TypeError(f"not fields a transition may set: {sorted(unknown)}")
@@ -249,14 +249,16 @@ class Store:
         if not allowed_from:
             raise ValueError(f"no transition to {to} from those statuses in the state machine")
         now = utcnow()
-        values: dict[str, Any] = {**fields, "status": to, "updated_at": now}
-        if to == "RUNNING":
+        values: dict[str, Any] = {**fields, "status": to.value, "updated_at": now}
+        if to == SweepStatus.RUNNING:
             values["started_at"] = func.coalesce(ExperimentRow.started_at, now)
         # A terminal status stamps finished_at; leaving one (resume) clears it.
         values["finished_at"] = now if to in TERMINAL else None
         statement = (
             update(ExperimentRow)
-            .where(ExperimentRow.id == experiment_id, ExperimentRow.status.in_(allowed_from))
+            .where(
+                ExperimentRow.id == experiment_id, ExperimentRow.status.in_(_words(allowed_from))
+            )
             .values(**values)
         )
         with self._sessions.begin() as session:
@@ -266,20 +268,20 @@ class Store:
         """QUEUED sweeps, oldest first (submission order)."""
         query = (
             select(ExperimentRow)
-            .where(ExperimentRow.status == "QUEUED")
+            .where(ExperimentRow.status == SweepStatus.QUEUED.value)
             .order_by(ExperimentRow.created_at, ExperimentRow.id)
         )
         with self._sessions() as session:
             return [ExperimentRecord.model_validate(r) for r in session.scalars(query)]
 
-    def count_by_status(self, statuses: set[str]) -> int:
+    def count_by_status(self, statuses: Iterable[str]) -> int:
         """How many sweeps have one of these statuses."""
-        query = select(func.count()).where(ExperimentRow.status.in_(statuses))
+        query = select(func.count()).where(ExperimentRow.status.in_(_words(statuses)))
         with self._sessions() as session:
             return session.scalar(query) or 0
 
     def delete_experiment(
-        self, experiment_id: str, *, allowed_from: set[str] | None = None
+        self, experiment_id: str, *, allowed_from: Iterable[str] | None = None
     ) -> bool:
         """Delete a sweep with its trials and metric points; whether it was deleted. With
         `allowed_from`, only while its status is one of those (atomically: a concurrent
@@ -289,7 +291,8 @@ class Store:
                 claim = (
                     update(ExperimentRow)
                     .where(
-                        ExperimentRow.id == experiment_id, ExperimentRow.status.in_(allowed_from)
+                        ExperimentRow.id == experiment_id,
+                        ExperimentRow.status.in_(_words(allowed_from)),
                     )
                     .values(updated_at=utcnow())
                 )
@@ -310,6 +313,8 @@ class Store:
         unknown = set(fields) - TRIAL_FIELDS
         if unknown:
             raise TypeError(f"not trial fields: {sorted(unknown)}")
+        if "status" in fields:
+            fields["status"] = TrialStatus(fields["status"]).value  # ValueError if unknown
         for key in ("metric", "best_metric", "score"):
             if key in fields:
                 fields[key] = _finite(fields[key])
@@ -418,10 +423,18 @@ class Store:
         return series
 
 
-def _check_status(status: str) -> None:
-    """Raise ValueError for a status outside STATUSES."""
-    if status not in STATUSES:
-        raise ValueError(f"unknown experiment status {status!r}; expected one of {STATUSES}")
+def _check_status(status: str) -> str:
+    """A sweep's status as the word the store keeps; ValueError outside SweepStatus."""
+    try:
+        return SweepStatus(status).value
+    except ValueError:
+        known = ", ".join(SweepStatus)
+        raise ValueError(f"unknown experiment status {status!r}; expected one of {known}") from None
+
+
+def _words(statuses: Iterable[str]) -> list[str]:
+    """Statuses as the plain words the store keeps (bound parameters stay plain `str`)."""
+    return sorted(str(s) for s in statuses)
 
 
 def _chunks(items: list[int], size: int) -> Iterable[list[int]]:

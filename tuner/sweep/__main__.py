@@ -15,6 +15,7 @@ import traceback
 
 from tuner.settings import Settings
 from tuner.spec import SpecError, parse_spec
+from tuner.statuses import LAUNCHED, SweepStatus
 from tuner.store import Store
 from tuner.tune_paths import run_dir
 
@@ -77,11 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     except SpecError as err:
         store.update_experiment(rec.id, error=str(err))
-        store.transition(rec.id, "FAILED", allowed_from={"RUNNING", "STOPPING"})
+        store.transition(rec.id, SweepStatus.FAILED, allowed_from=LAUNCHED)
         return 2
     except Exception:  # noqa: BLE001 - the service shows whatever ended the driver
         store.update_experiment(rec.id, error=traceback.format_exc()[-4000:])
-        store.transition(rec.id, "FAILED", allowed_from={"RUNNING", "STOPPING"})
+        store.transition(rec.id, SweepStatus.FAILED, allowed_from=LAUNCHED)
         raise
     stopped = bool((store.get_experiment(rec.id) or rec).stop_requested)
     for trial in summary.trials:
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             mlflow_run_id=trial.mlflow_run_id,
         )
     best = summary.best.model_dump(mode="json") if summary.best else None
-    status = "STOPPED" if stopped else summary.status
+    status = SweepStatus.STOPPED if stopped else summary.status
     store.update_experiment(
         rec.id,
         best=best,
@@ -112,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         warnings=summary.warnings,
         mlflow=summary.mlflow.model_dump(mode="json") if summary.mlflow else None,
     )
-    store.transition(rec.id, status, allowed_from={"RUNNING", "STOPPING"})
-    return 0 if status != "FAILED" else 1
+    store.transition(rec.id, status, allowed_from=LAUNCHED)
+    return 0 if status != SweepStatus.FAILED else 1
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from ray.tune.result import SHOULD_CHECKPOINT
 from ray.tune.stopper import Stopper
 
 from tuner.mlflow_names import ITERATION_KEY
+from tuner.statuses import TrialStatus
 
 # Sweeps whose GracefulStop decided to end the run now (read by StopRequested.stop_all).
 _INTERRUPTED: set[str] = set()
@@ -62,7 +63,7 @@ class CheckpointThenInterrupt(Callback):
             self.pending = {
                 t.trial_id
                 for t in trials
-                if t.status == "RUNNING" and (t.last_result or {}).get(ITERATION_KEY)
+                if t.status == TrialStatus.RUNNING and (t.last_result or {}).get(ITERATION_KEY)
             }
         if not self.pending or time.monotonic() > self.deadline:
             self.interrupt()

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from tuner.mlflow_names import ITERATION_KEY, PER_ID_METRICS, STEP_KEY
 from tuner.results import lookup
+from tuner.statuses import TrialStatus
 
 PER_ID_GROUPS = [[group.split("/")[-1]] for group in PER_ID_METRICS]
 
@@ -87,7 +88,7 @@ class RichProgress(Callback):
         self._live.update(self._table())
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._row(trial)["status"] = "RUNNING"
+        self._row(trial)["status"] = TrialStatus.RUNNING
         self._refresh()
 
     def on_trial_result(
@@ -95,7 +96,7 @@ class RichProgress(Callback):
     ) -> None:
         row = self._row(trial)
         row.update(
-            status="RUNNING",
+            status=TrialStatus.RUNNING,
             iter=result.get(ITERATION_KEY, 0),
             steps=int(result.get(STEP_KEY) or 0),
             metric=lookup(result, self.metric),
@@ -103,11 +104,11 @@ class RichProgress(Callback):
         self._refresh()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._row(trial)["status"] = "TERMINATED"
+        self._row(trial)["status"] = TrialStatus.TERMINATED
         self._refresh()
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._row(trial)["status"] = "ERROR"
+        self._row(trial)["status"] = TrialStatus.ERROR
         self._refresh()
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:

@@ -29,6 +29,7 @@ from tuner.rllib import (
 )
 from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec, resolve_space
+from tuner.statuses import TRIAL_UNFINISHED, SweepStatus, TrialStatus
 from tuner.sweep._confirm import confirm_runs, confirm_seeds, confirmed_configs, pick_candidates
 from tuner.sweep._interrupt import InterruptWatch
 from tuner.sweep._progress import RichProgress
@@ -150,9 +151,9 @@ def summarise(
             error = f"{type(result.error).__name__}: {result.error}"[:4000]
         # After an interrupt Tune reports every stopped trial TERMINATED; only a trial
         # that really finished has `done` in its last result. The others resume.
-        status = "ERROR" if error else "TERMINATED"
+        status = TrialStatus.ERROR if error else TrialStatus.TERMINATED
         if interrupted and not error and not metrics.get("done"):
-            status = "PAUSED"
+            status = TrialStatus.PAUSED
         # Tune's own trial config still holds a confirmation trial's values and seed
         config = (trial.config if trial else None) or result.config or {}
         view = trial_view_from_result(
@@ -191,10 +192,11 @@ def summarise(
                 checkpoint=view.checkpoint,
             )
     trials.sort(key=lambda t: t.trial_id)
-    if interrupted or any(t.status in ("RUNNING", "PENDING", "PAUSED") for t in trials):
-        status = "STOPPED"  # interrupted: `--resume` (or POST /resume) continues it
+    if interrupted or any(t.status in TRIAL_UNFINISHED for t in trials):
+        status = SweepStatus.STOPPED  # interrupted: `--resume` (or POST /resume) continues it
     else:
-        status = "SUCCEEDED" if any(t.status == "TERMINATED" for t in trials) else "FAILED"
+        finished = any(t.status == TrialStatus.TERMINATED for t in trials)
+        status = SweepStatus.SUCCEEDED if finished else SweepStatus.FAILED
     summary = SweepSummary(
         name=spec.name,
         status=status,
@@ -294,7 +296,7 @@ def _confirm(
     summary.trials.extend(stage.trials)
     scores: dict[str, float | None] = {}
     for trial in stage.trials:
-        if trial.status != "TERMINATED":
+        if trial.status != TrialStatus.TERMINATED:
             scores[trial.trial_id] = None
         elif spec.evaluation.interval:
             scores[trial.trial_id] = _final_evaluation(spec, trial, storage_path, summary)
@@ -303,8 +305,8 @@ def _confirm(
     summary.confirmation = confirmed_configs(spec, candidates, seeds, stage.trials, scores)
     if summary.best is not None and summary.confirmation:
         summary.best.confirmed = summary.confirmation[0]
-    if stage.status == "STOPPED":
-        summary.status = "STOPPED"
+    if stage.status == SweepStatus.STOPPED:
+        summary.status = SweepStatus.STOPPED
 
 
 def run_sweep(
@@ -396,7 +398,7 @@ def run_sweep(
     # GracefulStop.interrupted covers the stop_all fallback, where no handler ran
     interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
     summary = summarise(spec, result_grid, warnings, interrupted=interrupted, space=space)
-    if spec.confirm is not None and summary.status == "SUCCEEDED":
+    if spec.confirm is not None and summary.status == SweepStatus.SUCCEEDED:
         _confirm(
             spec, summary, storage_path, name, [*callbacks, *cbs[len(callbacks) + 1 :]], stoppers
         )

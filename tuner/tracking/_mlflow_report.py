@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from mlflow.entities import Metric
 
 from tuner import mlflow_names as names
-from tuner.tracking._mlflow_writer import param_value
+from tuner.statuses import SweepStatus
+from tuner.tracking._mlflow_writer import RUN_FAILED, RUN_FINISHED, RUN_KILLED, param_value
 from tuner.views import MlflowLinks, SweepSummary
 
 if TYPE_CHECKING:
@@ -92,7 +93,8 @@ def log_sweep_result(tracker: MLflowTracker, summary: SweepSummary) -> MlflowLin
     _log_importance(tracker, summary)
     _log_trials_table(tracker, summary)
     _log_learning_curves(tracker, summary)
-    status = {"SUCCEEDED": "FINISHED", "STOPPED": "KILLED"}.get(summary.status, "FAILED")
+    outcome = {SweepStatus.SUCCEEDED: RUN_FINISHED, SweepStatus.STOPPED: RUN_KILLED}
+    status = outcome.get(summary.status, RUN_FAILED)
     client.set_terminated(parent, status=status)
     return out
 

@@ -32,8 +32,15 @@ from tuner.rllib import (
     stage_of,
 )
 from tuner.spec import POPULATION_SCHEDULERS, ExperimentSpec
+from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import flatten, number, result_metrics
-from tuner.tracking._mlflow_writer import RunWriter
+from tuner.tracking._mlflow_writer import (
+    RUN_FAILED,
+    RUN_FINISHED,
+    RUN_KILLED,
+    RUN_RUNNING,
+    RunWriter,
+)
 from tuner.views import MlflowLinks, SweepSummary
 
 
@@ -170,7 +177,7 @@ class MLflowTracker(Callback):
         )
         if found:
             self.parent_run_id = found[0].info.run_id
-            self.client.update_run(self.parent_run_id, status="RUNNING")
+            self.client.update_run(self.parent_run_id, status=RUN_RUNNING)
             return self.parent_run_id
         tags = {
             names.TAG_RUN: self.run_name,
@@ -219,7 +226,7 @@ class MLflowTracker(Callback):
         self.start()
         run_id = self.find_child(trial_id)
         if run_id is not None:
-            self.client.update_run(run_id, status="RUNNING")
+            self.client.update_run(run_id, status=RUN_RUNNING)
             history = self.client.get_metric_history(run_id, names.ITERATION_KEY)
             self.last_logged[trial_id] = int(max((m.value for m in history), default=0))
         else:
@@ -328,7 +335,7 @@ class MLflowTracker(Callback):
         self.flush()
         run_id = self._child_run(trial)
         self._log_checkpoints(run_id, trial)
-        self.client.set_terminated(run_id, status="FINISHED")
+        self.client.set_terminated(run_id, status=RUN_FINISHED)
         self.finalized.add(trial.trial_id)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -341,7 +348,7 @@ class MLflowTracker(Callback):
         last = text.strip().splitlines()[-1][:5000] if text.strip() else "error"
         self.runs.log(run_id, tags={names.TAG_ERROR: last})
         self._log_checkpoints(run_id, trial)
-        self.client.set_terminated(run_id, status="FAILED")
+        self.client.set_terminated(run_id, status=RUN_FAILED)
         self.finalized.add(trial.trial_id)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
@@ -349,12 +356,12 @@ class MLflowTracker(Callback):
         for trial in trials:
             if trial.trial_id not in self.child_runs or trial.trial_id in self.finalized:
                 continue
-            if trial.status == "TERMINATED":  # ended by the sweep (stop_on_target, budget):
-                self.on_trial_complete(0, trials, trial)  # Tune calls no on_trial_complete
-            elif trial.status == "ERROR":
+            if trial.status == TrialStatus.TERMINATED:  # ended by the sweep (stop_on_target,
+                self.on_trial_complete(0, trials, trial)  # budget): Tune calls no on_trial_complete
+            elif trial.status == TrialStatus.ERROR:
                 self.on_trial_error(0, trials, trial)
             else:  # an interrupt left it unfinished: KILLED until a resume reopens it
-                self.client.set_terminated(self.child_runs[trial.trial_id], status="KILLED")
+                self.client.set_terminated(self.child_runs[trial.trial_id], status=RUN_KILLED)
 
     def _log_checkpoints(self, run_id: str, trial: Any) -> None:
         """Uploads the checkpoints Tune kept for this trial (num_to_keep of them)."""

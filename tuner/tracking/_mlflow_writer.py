@@ -9,8 +9,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.tracking import MlflowClient
+
+# MLflow's own run statuses (neither a sweep's nor a trial's: tuner/statuses.py).
+RUN_RUNNING = RunStatus.to_string(RunStatus.RUNNING)
+RUN_FINISHED = RunStatus.to_string(RunStatus.FINISHED)
+RUN_FAILED = RunStatus.to_string(RunStatus.FAILED)
+RUN_KILLED = RunStatus.to_string(RunStatus.KILLED)
 
 # MLflow's per-request limits for log_batch.
 MAX_PARAMS, MAX_METRICS, MAX_TAGS = 100, 1000, 100

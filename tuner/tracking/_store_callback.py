@@ -14,6 +14,7 @@ from tuner.importance import sweep_importance
 from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
 from tuner.results import better
 from tuner.rllib import sampled_values, seed_of, stage_of
+from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import result_metrics
 
 
@@ -68,7 +69,7 @@ class StoreRecorder(Callback):
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._upsert(
             trial,
-            status="RUNNING",
+            status=TrialStatus.RUNNING,
             config=sampled_values(trial.config, self.space_keys),
             seed=seed_of(trial.config, trial.trial_id, self.base_seed),
             stage=stage_of(trial.config),
@@ -96,7 +97,7 @@ class StoreRecorder(Callback):
         extra = result.get("tuner") or {}
         self._upsert(
             trial,
-            status="RUNNING",
+            status=TrialStatus.RUNNING,
             iterations=it,
             env_steps=steps,
             metric=self.last.get(trial.trial_id),
@@ -119,7 +120,7 @@ class StoreRecorder(Callback):
         )
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._upsert(trial, status="TERMINATED")
+        self._upsert(trial, status=TrialStatus.TERMINATED)
         if stage_of(trial.config) == STAGE_SEARCH:
             self._update_importance()
 
@@ -143,7 +144,7 @@ class StoreRecorder(Callback):
         text = "error"
         if trial.error_file and Path(trial.error_file).exists():
             text = Path(trial.error_file).read_text().strip()
-        self._upsert(trial, status="ERROR", error=text[-4000:])
+        self._upsert(trial, status=TrialStatus.ERROR, error=text[-4000:])
 
 
 __all__ = ["StoreRecorder"]

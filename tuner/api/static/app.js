@@ -1,13 +1,17 @@
 // tuner status page: a hash-routed single page over the REST API (/api/v1).
 // Plain ES2020, no build step. `Plotly` is a global from static/vendor/plotly.min.js.
 //
-//   #/                      list of sweeps (?status=RUNNING&offset=50 in the hash)
+//   #/                      list of sweeps (?status=<status>&offset=50 in the hash)
 //   #/experiments/<id>      one sweep: header, best trial, trials table, charts
 //
 // Every 2 s while the tab is visible the current view is re-fetched and the DOM is
 // patched in place: tables are rebuilt with one innerHTML assignment (skipped when
 // the markup is unchanged), charts go through Plotly.react only when a cheap data
 // signature changed, and clicks are handled by delegation on the table bodies.
+//
+// The page spells no status: a sweep's and a trial's statuses, and which of a sweep's
+// are terminal, stoppable and resumable, come from the server (GET /statuses, defined
+// once in tuner/statuses.py).
 'use strict';
 
 const API = 'api/v1';
@@ -15,9 +19,6 @@ const POLL_MS = 2000;
 const PAGE_SIZE = 50;
 const PARCOORDS_MIN_MS = 10000;
 const TOKEN_KEY = 'tuner.token';
-const TERMINAL = new Set(['SUCCEEDED', 'STOPPED', 'FAILED']);
-const STOPPABLE = new Set(['QUEUED', 'RUNNING']);
-const RESUMABLE = new Set(['STOPPED', 'FAILED']);
 const PLOT_CONFIG = { responsive: true, displaylogo: false };
 
 const $ = (sel) => document.querySelector(sel);
@@ -143,6 +144,49 @@ function setBanner(message) {
   show(el, Boolean(message));
 }
 
+// ---------------------------------------------------------------- statuses
+
+// {sweep, trial: [...in lifecycle order], terminal, stoppable, resumable: Set}, once loaded
+let vocab = null;
+let vocabReq = null;
+
+/** The status vocabulary, asked of the server once (again after a failed try); fills the
+ * list's status filter. */
+function loadStatuses() {
+  vocabReq = vocabReq || api('/statuses').then((s) => {
+    vocab = {
+      sweep: s.sweep,
+      trial: s.trial,
+      terminal: new Set(s.terminal),
+      stoppable: new Set(s.stoppable),
+      resumable: new Set(s.resumable),
+    };
+    const options = s.sweep.map((x) => `<option value="${esc(x)}">${esc(x)}</option>`);
+    setHtml($('#status-filter'), `<option value="">all</option>${options.join('')}`);
+    if (state.route.view === 'list') $('#status-filter').value = state.route.status;
+    return vocab;
+  }).catch((err) => {
+    vocabReq = null;
+    throw err;
+  });
+  return vocabReq;
+}
+
+/** Whether a sweep's status is in one of the server's groups (terminal, stoppable, ...). */
+function isIn(group, status) {
+  return Boolean(vocab && vocab[group].has(status));
+}
+
+/** "4 · 1 running, 3 terminated": trials by status, in the order of a trial's statuses. */
+function countsText(counts) {
+  const c = counts || {};
+  const order = vocab ? vocab.trial : [];
+  const keys = [...order, ...Object.keys(c).filter((k) => !order.includes(k))]
+    .filter((k) => Number(c[k]) > 0);
+  const total = keys.reduce((n, k) => n + Number(c[k]), 0);
+  return total ? `${total} · ${keys.map((k) => `${c[k]} ${k.toLowerCase()}`).join(', ')}` : '';
+}
+
 // ---------------------------------------------------------------- state & routing
 
 const state = {
@@ -224,6 +268,7 @@ async function doRefresh() {
   if (route.view === 'new') return;
   const t0 = performance.now();
   try {
+    await loadStatuses();
     if (route.view === 'list') await refreshList(route, gen);
     else await refreshSweep(route.id, gen);
     if (gen !== state.gen) return;
@@ -294,13 +339,6 @@ async function refreshList(route, gen) {
   if (gen === state.gen) renderList(page, route);
 }
 
-function countsText(counts) {
-  const c = counts || {};
-  const total = Object.values(c).reduce((a, b) => a + (Number(b) || 0), 0);
-  const paused = c.PAUSED ? `, ${c.PAUSED} paused` : '';
-  return `${c.TERMINATED || 0}/${total} done, ${c.RUNNING || 0} running${paused}, ${c.ERROR || 0} errored`;
-}
-
 function renderList(page, route) {
   const items = page.items || [];
   const rows = items.map((e) => `
@@ -309,7 +347,7 @@ function renderList(page, route) {
       <td>${badge(e.status)}</td>
       <td>${esc(e.algorithm)}</td>
       <td>${esc(e.env)}</td>
-      <td>${esc(countsText(e.trial_counts))}</td>
+      <td>${esc(countsText(e.trial_counts) || '—')}</td>
       <td class="num">${esc(fmtNum(e.best ? e.best.metric_value : null))}</td>
       <td>${esc(fmtTime(e.created_at))}</td>
     </tr>`);
@@ -339,7 +377,7 @@ async function refreshSweep(id, gen) {
 
   // Once the sweep is terminal, trials and metrics are fetched one last time and then
   // left alone; the experiment itself is still polled, so a resume restarts them.
-  const terminal = TERMINAL.has(exp.status);
+  const terminal = isIn('terminal', exp.status);
   if (!terminal) s.finalFetched = false;
   if (s.finalFetched) return;
 
@@ -405,8 +443,8 @@ function renderHeader(exp) {
   setText($('#experiment-error'), exp.error || '');
   show($('#experiment-error'), Boolean(exp.error));
 
-  $('#stop-button').disabled = !STOPPABLE.has(exp.status);
-  $('#resume-button').disabled = !RESUMABLE.has(exp.status);
+  $('#stop-button').disabled = !isIn('stoppable', exp.status);
+  $('#resume-button').disabled = !isIn('resumable', exp.status);
   const mlflowUrl = safeUrl(exp.mlflow && exp.mlflow.url);
   if (mlflowUrl && $('#mlflow-link').getAttribute('href') !== mlflowUrl) {
     $('#mlflow-link').setAttribute('href', mlflowUrl);
@@ -547,9 +585,7 @@ function renderTrials() {
 
   const counts = {};
   for (const t of s.trials) counts[t.status] = (counts[t.status] || 0) + 1;
-  setText($('#trial-summary'), s.trials.length
-    ? `${s.trials.length} · ${Object.entries(counts).map(([k, n]) => `${n} ${k.toLowerCase()}`).join(', ')}`
-    : '');
+  setText($('#trial-summary'), countsText(counts));
 }
 
 // ---------------------------------------------------------------- charts
@@ -684,7 +720,7 @@ function renderImportance(exp) {
   const el = $('#importance');
   const fanova = exp.importance || {};
   const ped = exp.importance_ped_anova || {};
-  const terminal = TERMINAL.has(exp.status);
+  const terminal = isIn('terminal', exp.status);
   const sig = JSON.stringify([fanova, ped, terminal]);
   if (sig === s.importanceSig) return;
   s.importanceSig = sig;
