@@ -277,7 +277,7 @@ ALGOS: dict[str, dict[str, Any]] = {
         },
         # RLlib 2.60's SAC Q-net is a multi-stream encoder (obs and action encoded apart,
         # concatenated, then fused): 465k params at its closest to SB3's 202k. Our
-        # `q_encoder: concat` (tuner/trials/_sac_model.py) builds SB3's networks exactly:
+        # `q_encoder: concat` (tuner/rllib/_sac_model.py) builds SB3's networks exactly:
         # the policy 3 -> 256 -> 256 -> 2, each Q (3 + 1) -> 256 -> 256 -> 1.
         "model": {
             "fcnet_hiddens": [256, 256],
@@ -668,7 +668,7 @@ def report(algo: str, steps: int, sb3: list[dict[str, Any]], ours: list[dict[str
         )
     print(f"our iterations per run: {mean([o['iterations'] for o in ours]):.0f}")
     paths = sorted({o["replay"] for o in ours})
-    print(f"our replay path (tuner/trials/_fast_replay.py): {', '.join(paths)}")
+    print(f"our replay path (tuner/rllib/_fast_replay.py): {', '.join(paths)}")
     print(
         f"RATIO vs_sb3.{algo}.throughput={our_tp / sb3_tp:.2f} "
         "(ours/SB3 env steps/s, trial time vs learn(); higher is better)"

@@ -1,7 +1,7 @@
 """Every name tuner writes into MLflow, spelled once: tags, params, metrics, artifact
 paths, registered-model names and UI links.
 
-The tracker (tuner/trials/_mlflow_*.py), the purge (tuner/purge.py), the reports and
+The tracker (tuner/tracking/), the purge (tuner/purge.py), the reports and
 the tests read them from here. Plain strings only: importing this module loads neither
 MLflow nor Ray.
 """
@@ -20,7 +20,7 @@ TAG_STAGE = "tuner.stage"  # on each child: STAGE_SEARCH or STAGE_CONFIRM
 STAGE_SEARCH, STAGE_CONFIRM = "search", "confirm"
 TAG_ERROR = "tuner.error"  # the last line of a failed trial's error
 TAG_NODE_IP, TAG_NODE_ID, TAG_DEVICE = "tuner.node_ip", "tuner.node_id", "tuner.device"
-TAG_REPLAY = "tuner.replay"  # DQN / SAC: "flat" or "rllib (why)" (tuner/trials/_fast_replay.py)
+TAG_REPLAY = "tuner.replay"  # DQN / SAC: "flat" or "rllib (why)" (tuner/rllib/_fast_replay.py)
 TAG_BEST_TRIAL, TAG_BEST_RUN = "tuner.best_trial_id", "tuner.best_run_id"
 # what ran, with which versions (on the parent run)
 TAG_ALGORITHM, TAG_ENV = "tuner.algorithm", "tuner.env"

@@ -1,7 +1,7 @@
 """Where a sweep's Tune runs live, spelled once: the search's run directory under the
 Tune storage and the confirmation stage's beside it.
 
-The driver (tuner/trials/), `tuner run` and the purge (tuner/purge.py) read them from
+The driver (tuner/sweep/), `tuner run` and the purge (tuner/purge.py) read them from
 here. Plain strings only: importing this module loads no Ray, so the purge runs without
 it.
 """

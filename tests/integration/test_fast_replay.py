@@ -1,4 +1,4 @@
-"""DQN and SAC trials on the flat replay path (tuner/trials/_fast_replay.py): taken only
+"""DQN and SAC trials on the flat replay path (tuner/rllib/_fast_replay.py): taken only
 where it is the same algorithm, the batches it trains on are the ones RLlib's learner
 connector builds from its own buffer, and the update ratio is RLlib's."""
 
@@ -207,7 +207,7 @@ def test_a_trial_given_the_flat_defaults_off_the_flat_path_refuses_to_run(ray_lo
 
 
 def test_sac_with_sb3_shaped_q_networks_trains_on_the_flat_path(ray_local):
-    """`model.q_encoder: concat` (tuner/trials/_sac_model.py) in a real trial: SB3's
+    """`model.q_encoder: concat` (tuner/rllib/_sac_model.py) in a real trial: SB3's
     network shapes, finite losses, RLlib's update ratio."""
     spec = parse_spec(
         {

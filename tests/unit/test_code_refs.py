@@ -441,6 +441,7 @@ def test_the_trial_gives_rllib_the_class_of_an_allowed_path():
 
     from tuner_examples.buffers import CountingReplayBuffer
 
+    from tuner.ray_internals import MODEL_CONFIG_KEY
     from tuner.rllib._trainables import TunerDQN, _SweepTrialMixin
     from tuner.rllib._user_code import with_user_code
     from tuner.sweep._tuner import trial_params
@@ -454,13 +455,17 @@ def test_the_trial_gives_rllib_the_class_of_an_allowed_path():
     sampled = {**params, "replay_buffer_config": {"type": OWN_BUFFER, "capacity": 500}}
     config = with_user_code(sampled)
     assert config["replay_buffer_config"] == {"type": CountingReplayBuffer, "capacity": 500}
-    assert config["_model_config"]["probe_class"] is CountingReplayBuffer
-    assert config["_model_config"]["fcnet_hiddens"] == [16]
+    assert config[MODEL_CONFIG_KEY]["probe_class"] is CountingReplayBuffer
+    assert config[MODEL_CONFIG_KEY]["fcnet_hiddens"] == [16]
     rllib = TunerDQN.get_default_config().update_from_dict(config)
     rllib.validate()
     assert rllib.replay_buffer_config["type"] is CountingReplayBuffer
     # RLlib 2.60 tests `"EpisodeReplayBuffer" in type` (a TypeError on a class): the
     # trial builds the buffer from the class itself
     trial = SimpleNamespace(config=rllib)
-    buffer = _SweepTrialMixin._create_local_replay_buffer_if_necessary(trial, rllib)
+
+    def rllibs_own(config):
+        raise AssertionError("RLlib's own builder would fail on a class")
+
+    buffer = _SweepTrialMixin.tuner_replay_buffer(trial, rllib, rllibs_own)
     assert type(buffer) is CountingReplayBuffer and buffer.capacity == 500

@@ -1,4 +1,4 @@
-"""The flat replay buffer of DQN / SAC trials (tuner/trials/_fast_replay.py): what it
+"""The flat replay buffer of DQN / SAC trials (tuner/rllib/_fast_replay.py): what it
 stores from RLlib's episode chunks, its ring, and what it samples."""
 
 from __future__ import annotations

@@ -46,8 +46,11 @@ NOT_THE_NAME = {
     ("validation/_validate.py", "search"): "the spec's search section, as a loc",
     ("cli.py", "trial"): "a table column",
     ("sweep/_progress.py", "trial"): "a table column",
-    ("spec/_models.py", "training_iteration"): "the spec's own stop key and time_attr value",
-    ("spec/_models.py", "num_env_steps_sampled_lifetime"): "a time_attr value of the spec's schema",
+    ("spec/_sections.py", "training_iteration"): "the spec's own stop key and time_attr value",
+    (
+        "spec/_sections.py",
+        "num_env_steps_sampled_lifetime",
+    ): "a time_attr value of the spec's schema",
     ("store/migrations/versions/0002_confirmation.py", "search"): "a migration never changes",
     ("api/_routes.py", "search"): "the OpenAPI example spec's search section",
     ("api/_routes.py", "training_iteration"): "the OpenAPI example spec's stop key",

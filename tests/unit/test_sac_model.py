@@ -1,4 +1,4 @@
-"""SAC's `model.q_encoder: concat` (tuner/trials/_sac_model.py): each Q-network one MLP
+"""SAC's `model.q_encoder: concat` (tuner/rllib/_sac_model.py): each Q-network one MLP
 over [obs, action], SB3's critic shape; RLlib's multi-stream encoder stays the default."""
 
 from __future__ import annotations

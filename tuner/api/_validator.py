@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import os
-import signal
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from tuner import validation
-
-
-def _note_pid(slot: Any) -> None:
-    """The worker's initializer: leaves its pid where the API can find it to kill it."""
-    slot.value = os.getpid()
+from tuner.api._procs import OneWorker
 
 
 class Validator:
@@ -33,17 +25,13 @@ class Validator:
         self.max_trials = max_trials
         self.max_asha_rungs = max_asha_rungs
         self.timeout_s = timeout_s
-        self._pool, self._pid = self._new()
+        self._worker = self._new()
 
     @staticmethod
-    def _new() -> tuple[ProcessPoolExecutor, Any]:
-        context = multiprocessing.get_context("spawn")
-        pid = context.Value("i", 0)  # set by the worker as it starts (_note_pid)
-        pool = ProcessPoolExecutor(
-            max_workers=1, mp_context=context, initializer=_note_pid, initargs=(pid,)
-        )
-        pool.submit(validation.warm_up)
-        return pool, pid
+    def _new() -> OneWorker:
+        worker = OneWorker()
+        worker.pool.submit(validation.warm_up)
+        return worker
 
     async def check(
         self,
@@ -68,7 +56,7 @@ class Validator:
         )
         future = None
         try:
-            future = self._pool.submit(validation.check_body, raw, yaml_body, checks)
+            future = self._worker.pool.submit(validation.check_body, raw, yaml_body, checks)
             return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout_s)
         except asyncio.CancelledError:
             if future is None or not future.cancelled():
@@ -82,21 +70,11 @@ class Validator:
                 "(spec)", f"validation {why} (the env constructor or the body)"
             )
 
-    def _kill_worker(self) -> None:
-        pid = self._pid.value
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass  # it died by itself
-
     def restart(self) -> None:
         """Kills the worker (its own process) and starts a fresh one."""
-        self._kill_worker()
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool, self._pid = self._new()
+        self._worker.kill()
+        self._worker = self._new()
 
     def close(self) -> None:
         """Stops the worker."""
-        self._kill_worker()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._worker.kill()

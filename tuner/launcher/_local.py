@@ -9,6 +9,8 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from tuner.ray_internals import no_prestarted_workers
+
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Connects to `address`, or starts a local Ray, unless Ray is already up.
@@ -38,7 +40,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
             num_cpus=num_cpus,
             include_dashboard=False,
             log_to_driver=False,
-            _system_config={"prestart_worker_first_driver": False},
+            **no_prestarted_workers(),
         )
         atexit.register(stop_local_ray)  # runs before Ray's own exit hook (registered earlier)
 

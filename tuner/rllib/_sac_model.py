@@ -9,11 +9,12 @@ on small envs the learner update, which dominates a SAC trial, costs as much mor
 (as RLlib builds the policy's encoder), then the Q head (`head_fcnet_hiddens`): with
 `fcnet_hiddens: [256, 256]` and `head_fcnet_hiddens: []`, exactly SB3's default SAC
 networks. The default (`multi_stream`) is RLlib's own. The trainable always uses this
-catalog (tuner/trials/_algorithms.py TunerSAC); it changes nothing unless the key is set.
+catalog (TunerSAC in tuner/rllib/_trainables.py); it changes nothing unless the key is set.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -21,6 +22,8 @@ from ray.rllib.algorithms.sac.sac import SACConfig
 from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.configs import MLPEncoderConfig
+
+from tuner.ray_internals import QEncoderHook, catalog_model_config
 
 Q_ENCODER = "q_encoder"  # the model_config key
 Q_ENCODERS = ("multi_stream", "concat")  # RLlib's own, and one MLP over [obs, action]
@@ -38,24 +41,26 @@ class ConcatQEncoder(torch.nn.Module):
         return self.mlp({Columns.OBS: joint})
 
 
-class TunerSACCatalog(SACCatalog):
+class TunerSACCatalog(QEncoderHook, SACCatalog):
     """SACCatalog, with `model_config["q_encoder"] == "concat"` building each Q-network's
     encoder as one MLP over the concatenated flat observation and action."""
 
-    def _build_qf_encoder_continuous(self, framework: str) -> Any:
-        kind = self._model_config_dict.get(Q_ENCODER) or "multi_stream"
+    def tuner_q_encoder(self, framework: str, rllib_default: Callable[[str], Any]) -> Any:
+        """The Q-networks' encoder: RLlib's (multi_stream) or one MLP (concat)."""
+        model_config = catalog_model_config(self)
+        kind = model_config.get(Q_ENCODER) or "multi_stream"
         if kind not in Q_ENCODERS:
             raise ValueError(f"model.q_encoder must be one of {Q_ENCODERS}, got {kind!r}")
         if kind == "multi_stream":
-            return super()._build_qf_encoder_continuous(framework)
+            return rllib_default(framework)
         obs_shape = tuple(getattr(self.observation_space, "shape", None) or ())
         if len(obs_shape) != 1 or framework != "torch":
             raise ValueError(
                 "model.q_encoder: concat needs flat (1-D) Box observations and torch, got "
                 f"{self.observation_space} ({framework})"
             )
-        hiddens = list(self._model_config_dict["fcnet_hiddens"])
-        activation = self._model_config_dict["fcnet_activation"]
+        hiddens = list(model_config["fcnet_hiddens"])
+        activation = model_config["fcnet_activation"]
         mlp = MLPEncoderConfig(
             input_dims=[obs_shape[0] + int(self.action_space.shape[0])],
             hidden_layer_dims=hiddens[:-1],

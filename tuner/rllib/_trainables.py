@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,11 @@ from ray.rllib.algorithms.ppo import PPO
 from ray.rllib.algorithms.sac import SAC
 
 from tuner.mlflow_names import LEARNERS_PREFIX
+from tuner.ray_internals import (
+    LocalReplayBufferHook,
+    optimizer_lr_schedules,
+    torch_schedulers_own_lr,
+)
 from tuner.rllib import _fast_replay
 from tuner.rllib._envs import split_env_name
 from tuner.rllib._multi_agent import multi_agent_of
@@ -79,10 +85,11 @@ def reapply_config_lrs(learner: Any, timestep: int) -> dict[str, float]:
     update, so a trial that restores another trial's checkpoint with a new lr (PBT and
     PB2's exploit) trains its first iteration with the old one (the PyTorch analogue of
     ray-project/ray#62173 on the new API stack). Optimizers a torch LRScheduler drives
-    (`_torch_lr_scheduler_classes`) are left alone: those schedulers own their lr."""
-    if getattr(learner, "_lr_schedulers", None):
+    (`lr_scheduler_classes` of the optimizer config) are left alone: those schedulers own
+    their lr."""
+    if torch_schedulers_own_lr(learner):
         return {}
-    schedules = getattr(learner, "_optimizer_lr_schedules", {})
+    schedules = optimizer_lr_schedules(learner)
     out = {}
     for module_id in list(learner.module.keys()):
         for name, optimizer in learner.get_optimizers_for_module(module_id):
@@ -96,7 +103,7 @@ def reapply_config_lrs(learner: Any, timestep: int) -> dict[str, float]:
     return out
 
 
-class _SweepTrialMixin:
+class _SweepTrialMixin(LocalReplayBufferHook):
     """Seeds the trial from its index and checks every iteration for NaN losses."""
 
     def __init__(self, config: Any = None, env: Any = None, **kwargs: Any) -> None:
@@ -121,7 +128,7 @@ class _SweepTrialMixin:
             config = with_user_code(config)
         return super().default_resource_request(config)
 
-    def _create_local_replay_buffer_if_necessary(self, config: Any) -> Any:
+    def tuner_replay_buffer(self, config: Any, rllib_default: Callable[[Any], Any]) -> Any:
         """RLlib's, for a replay buffer `type` given as a class as well (a spec's import
         path, imported by the trial): RLlib 2.60 tests `"EpisodeReplayBuffer" in type`
         (algorithms/algorithm.py:4475), a TypeError on a class. The buffer is built the same
@@ -133,7 +140,7 @@ class _SweepTrialMixin:
             or not isinstance(buffer.get("type"), type)
             or buffer.get("no_local_replay_buffer")
         ):
-            return super()._create_local_replay_buffer_if_necessary(config)
+            return rllib_default(config)
         from ray.rllib.utils.from_config import from_config
         from ray.rllib.utils.replay_buffers import ReplayBuffer
         from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer

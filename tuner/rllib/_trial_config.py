@@ -13,14 +13,12 @@ from typing import Any
 from ray.tune.result import TRIAL_INFO
 
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
+from tuner.ray_internals import MODEL_CONFIG_KEY, config_key
 
 MODEL_PREFIX = "model."
 
 
 ENV_CONFIG_PREFIX = "env_config."
-
-
-MODEL_CONFIG_KEY = "_model_config"  # where AlgorithmConfig.to_dict() keeps model_config
 
 
 # A confirmation trial's config carries the values and seed it re-runs under this key;
@@ -59,9 +57,7 @@ def config_path(key: str, config: dict[str, Any]) -> tuple[str, ...]:
         return (MODEL_CONFIG_KEY, key[len(MODEL_PREFIX) :])
     if key.startswith(ENV_CONFIG_PREFIX):
         return ("env_config", key[len(ENV_CONFIG_PREFIX) :])
-    if key not in config and f"_{key}" in config:
-        return (f"_{key}",)
-    return (key,)
+    return (config_key(key, config),)
 
 
 def sampled_values(trial_config: dict[str, Any], space_keys: list[str]) -> dict[str, Any]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner.ray_internals import MODEL_CONFIG_KEY, RL_MODULE_SPEC_KEY
 from tuner.rllib._envs import load_object
-from tuner.rllib._trial_config import CODE_KEY, MODEL_CONFIG_KEY
+from tuner.rllib._trial_config import CODE_KEY
 from tuner.spec import ExperimentSpec, import_paths, resolve_paths
 
 
@@ -27,7 +28,7 @@ def with_user_code(config: dict[str, Any]) -> dict[str, Any]:
     if code.get("module"):
         # the sampled `model.*` values are in the config by now: the module gets them all
         model = dict(out.get(MODEL_CONFIG_KEY) or {})
-        out["_rl_module_spec"] = RLModuleSpec(
+        out[RL_MODULE_SPEC_KEY] = RLModuleSpec(
             module_class=load_object(code["module"]), model_config=model
         )
     return out

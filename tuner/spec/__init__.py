@@ -16,16 +16,18 @@ from tuner.spec._code_refs import (
 )
 from tuner.spec._errors import SpecError, SpecIssue, issues_from_validation_error
 from tuner.spec._load import json_schema, load_spec, parse_spec
-from tuner.spec._models import (
+from tuner.spec._models import ExperimentSpec
+from tuner.spec._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
+from tuner.spec._sections import (
     ALGORITHMS,
     GYM_ID_RE,
     IMPORT_PATH_RE,
     POPULATION_SCHEDULERS,
     PRESETS,
+    SCOPES,
     CheckpointSpec,
     ConfirmSpec,
     EvaluationSpec,
-    ExperimentSpec,
     MultiAgentSpec,
     ResourcesSpec,
     SchedulerSpec,
@@ -33,7 +35,6 @@ from tuner.spec._models import (
     StopSpec,
     is_ale_id,
 )
-from tuner.spec._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
 from tuner.spec._space import resolve_space
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "IMPORT_PATH_RE",
     "POPULATION_SCHEDULERS",
     "PRESETS",
+    "SCOPES",
     "CheckpointSpec",
     "ConfirmSpec",
     "EvaluationSpec",

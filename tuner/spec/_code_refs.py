@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from tuner.spec._errors import SpecError, SpecIssue
-from tuner.spec._models import GYM_ID_RE, IMPORT_PATH_RE
+from tuner.spec._sections import GYM_ID_RE, IMPORT_PATH_RE
 
 _CLASSES_FILE = Path(__file__).with_name("rllib_classes.yaml")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")

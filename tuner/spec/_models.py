@@ -7,382 +7,41 @@ nor FastAPI, so every process (CLI, API, driver) can load and check a spec.
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from tuner import algorithms as registry
 from tuner.mlflow_names import AGENT_RETURNS, LEARNERS_PREFIX, MODULE_RETURNS, RETURN_KEY
-from tuner.search_spaces import Domain
 
 # Every algorithm and preset of the registry (tuner/algorithms/*.yaml).
-ALGORITHMS: tuple[str, ...] = registry.base_algorithms()
-PRESETS: tuple[str, ...] = registry.presets()
-
-# Schedulers that perturb hyperparameters of running trials (Tune refuses a searcher
-# such as Optuna with them).
-POPULATION_SCHEDULERS: tuple[str, ...] = ("pbt", "pb2")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-# A gymnasium id ("CartPole-v1", "ALE/Pong-v5") or "package.module:ClassOrFactory". No
-# dots in an id: RLlib imports a dotted env name as "module.Class" and calls it
-# (algorithms/algorithm.py:3556-3566), so "subprocess.Popen" would be code.
-GYM_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_/-]{0,127}$")
-IMPORT_PATH_RE = re.compile(
-    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+from tuner.spec._sections import (
+    ALGORITHMS,
+    ENV_PATTERN,
+    GYM_ID_RE,
+    IMPORT_PATH_RE,
+    METRIC_RE,
+    NAME_RE,
+    POPULATION_SCHEDULERS,
+    PRESETS,
+    CheckpointSpec,
+    ConfirmSpec,
+    EvaluationSpec,
+    MultiAgentSpec,
+    ResourcesSpec,
+    SchedulerSpec,
+    SearchSpec,
+    StopSpec,
+    _field_errors,
+    _Model,
+    is_ale_id,
 )
-# Both kinds of env in one JSON-schema pattern (the OpenAPI schema says what is accepted).
-ENV_PATTERN = (
-    r"^(?:[A-Za-z0-9][A-Za-z0-9_/-]{0,127}"
-    r"|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*)$"
-)
-METRIC_RE = re.compile(r"^[A-Za-z0-9_/.-]{1,200}$")
-# The Arcade Learning Environment's gymnasium namespace (ale-py); `wrappers: atari` needs it.
-ALE_PREFIX = "ALE/"
-
-
-def is_ale_id(env: str) -> bool:
-    """Whether `env` is an Arcade Learning Environment id ("ALE/Breakout-v5")."""
-    return env.startswith(ALE_PREFIX)
-
-
-# A policy (RLModule) id: part of result keys, MLflow metric names and checkpoint paths.
-MODULE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-# An agent id as a policy_mapping key (what str() of the env's agent id gives), or "*".
-AGENT_ID_RE = re.compile(r"^(\*|[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$")
-# RLlib's own module ids: the single-agent one, and the learners' key for all modules.
-RESERVED_MODULE_IDS = ("default_policy", "__all_modules__")
-
-
-# Stop keys of the spec -> flattened keys of an RLlib (new API stack) result.
-STOP_RESULT_KEYS: dict[str, str] = {
-    "episode_return_mean": RETURN_KEY,
-    "timesteps_total": "num_env_steps_sampled_lifetime",
-    "training_iteration": "training_iteration",
-    "time_total_s": "time_total_s",
-}
-
-
-def _field_errors(
-    model: BaseModel, errors: list[tuple[tuple[str | int, ...], str, Any]]
-) -> ValidationError:
-    """A ValidationError locating each (loc, msg, value) at its field: raised in a model
-    validator, pydantic nests the locs under the model's own (multi_agent.policies.1)."""
-    return ValidationError.from_exception_data(
-        type(model).__name__,
-        [
-            InitErrorDetails(
-                type=PydanticCustomError("value_error", "{msg}", {"msg": msg}),
-                loc=loc,
-                input=value,
-            )
-            for loc, msg, value in errors
-        ],
-    )
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
-
-
-class SearchSpec(_Model):
-    """How hyperparameters are sampled."""
-
-    method: Literal["grid", "random", "optuna"] = Field(
-        "random",
-        description="grid: cartesian product of all `grid` values, repeated num_samples "
-        "times; random: num_samples independent draws; optuna: num_samples trials "
-        "suggested by Optuna's TPE sampler (seeded by the spec seed).",
-    )
-    num_samples: int = Field(
-        None,
-        ge=1,
-        le=10000,
-        description="Number of trials (random/optuna; default 4) or repetitions of the "
-        "grid (grid; default 1).",
-    )
-    space: dict[str, Domain] | None = Field(
-        None,
-        description="Hyperparameters to search, keyed by RLlib config name (`lr`, `gamma`, "
-        "`lambda`, ...), `model.<key>` for the RLModule model_config or `env_config.<key>` "
-        "for an env constructor argument. Omitted: the "
-        "algorithm's default search space (tuner/search_spaces/defaults.yaml).",
-    )
-
-    @model_validator(mode="after")
-    def _grid_only_with_grid(self) -> SearchSpec:
-        if self.num_samples is None:
-            self.num_samples = 1 if self.method == "grid" else 4
-        if self.method != "grid" and self.space:
-            for key, dom in self.space.items():
-                if dom.kind == "grid":
-                    raise ValueError(
-                        f"space.{key}: `grid` values need search.method 'grid' "
-                        f"(method is {self.method!r}); use `choice` instead"
-                    )
-        return self
-
-
-class SchedulerSpec(_Model):
-    """Trial scheduler (early stopping / population based training)."""
-
-    type: Literal["fifo", "asha", "median", "pbt", "pb2"] = Field(
-        "fifo",
-        description="fifo runs every trial to its stop criteria; asha and median "
-        "stop poor trials early; pbt perturbs hyperparameters from the search space; pb2 "
-        "(Population Based Bandits) picks the new values with a Gaussian-process bandit "
-        "within the [low, high] bounds of the space's uniform, loguniform, randint and "
-        "quniform domains (a choice or grid key is an error). Neither combines with "
-        "search.method optuna.",
-    )
-    time_attr: Literal["training_iteration", "num_env_steps_sampled_lifetime", "time_total_s"] = (
-        Field("training_iteration", description="Result key that measures a trial's progress.")
-    )
-    grace_period: int = Field(
-        1, ge=1, description="asha/median: progress before a trial may be stopped."
-    )
-    max_t: int = Field(100, ge=1, description="asha: the most progress any trial gets.")
-    reduction_factor: float = Field(3.0, gt=1, description="asha: halving rate.")
-    perturbation_interval: int = Field(
-        2, ge=1, description="pbt/pb2: progress (time_attr) between perturbations."
-    )
-
-    @model_validator(mode="after")
-    def _grace_below_max(self) -> SchedulerSpec:
-        if self.type == "asha" and self.grace_period > self.max_t:
-            raise ValueError(f"grace_period ({self.grace_period}) must be <= max_t ({self.max_t})")
-        return self
-
-    def asha_rungs(self) -> int:
-        """How many rungs ASHA makes of max_t, grace_period and reduction_factor (as Tune
-        counts them); 0 for another scheduler. A service limits it (TUNER_MAX_ASHA_RUNGS)."""
-        if self.type != "asha":
-            return 0
-        return 1 + math.floor(
-            math.log(self.max_t / self.grace_period) / math.log(self.reduction_factor)
-        )
-
-
-class StopSpec(_Model):
-    """When a trial (or the whole sweep) ends. A trial stops at the first criterion met."""
-
-    episode_return_mean: float | None = Field(
-        None,
-        description="Stop a trial once env_runners/episode_return_mean >= this "
-        "(multi-agent: the return summed over agents).",
-    )
-    timesteps_total: int | None = Field(
-        None, ge=1, description="Stop a trial after this many env steps sampled."
-    )
-    training_iteration: int | None = Field(
-        None, ge=1, description="Stop a trial after this many training iterations."
-    )
-    time_total_s: float | None = Field(
-        None, gt=0, description="Stop a trial after this much training wall time (s)."
-    )
-    time_budget_s: float | None = Field(
-        None, gt=0, description="Wall-time budget of the whole sweep (s)."
-    )
-    metrics: dict[str, float] = Field(
-        default_factory=dict,
-        description="Stop a trial once any of these flattened result keys (e.g. a metric "
-        "your callbacks log, `env_runners/pole_angle_max`) is >= its value.",
-    )
-    stop_on_target: bool = Field(
-        False,
-        description="End the whole sweep as soon as any trial reaches episode_return_mean.",
-    )
-
-    @model_validator(mode="after")
-    def _target_needs_threshold(self) -> StopSpec:
-        if self.stop_on_target and self.episode_return_mean is None:
-            raise ValueError("stop_on_target needs stop.episode_return_mean")
-        return self
-
-    def trial_criteria(self) -> dict[str, float]:
-        """Per-trial criteria as flattened RLlib result keys (Tune matches them with >=)."""
-        out: dict[str, float] = {}
-        for key, result_key in STOP_RESULT_KEYS.items():
-            value = getattr(self, key)
-            if value is not None:
-                out[result_key] = value
-        out.update(self.metrics)
-        return out
-
-    @field_validator("metrics")
-    @classmethod
-    def _result_keys(cls, v: dict[str, float]) -> dict[str, float]:
-        for key in v:
-            if not METRIC_RE.fullmatch(key):
-                raise ValueError(f"{key!r} is not a result key such as 'env_runners/my_metric'")
-        return v
-
-
-class ResourcesSpec(_Model):
-    """Resources of one trial; each trial gets its own placement group built from them."""
-
-    num_env_runners: int = Field(
-        0,
-        ge=0,
-        le=1024,
-        description="Remote env runner actors (0: sample in the trial's "
-        "main process, the cheapest on a laptop).",
-    )
-    num_envs_per_env_runner: int | None = Field(
-        None,
-        ge=1,
-        le=1024,
-        description="Vectorized envs per env runner. Unset: 1, or the algorithm's "
-        "performance default where the spec leaves the trials' sampling to it (PPO: up to "
-        "8, each env sampling 256+ steps of a batch, the same train batch, minibatches and "
-        "epochs; DQN on the flat replay path: 8, the update ratio held); evaluation keeps 1.",
-    )
-    num_cpus_per_env_runner: float = Field(1, gt=0, description="CPUs per env runner.")
-    num_gpus_per_env_runner: float = Field(
-        0, ge=0, description="GPUs per env runner (fractions share a GPU)."
-    )
-    num_learners: int = Field(
-        0,
-        ge=0,
-        le=1024,
-        description="Remote learner actors (0: learn in the trial's main process).",
-    )
-    num_gpus_per_learner: float = Field(
-        0,
-        ge=0,
-        description="GPUs per learner; a fraction such as 0.25 lets four trials share one GPU.",
-    )
-    num_cpus_for_main_process: float = Field(
-        1, gt=0, description="CPUs of the trial's main (algorithm) process."
-    )
-    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
-        "PACK", description="Ray placement-group strategy of each trial's bundles."
-    )
-
-    @field_validator("num_gpus_per_learner", "num_gpus_per_env_runner")
-    @classmethod
-    def _fraction_or_whole(cls, v: float) -> float:
-        if v > 1 and v != int(v):
-            raise ValueError(f"must be a fraction <= 1 or a whole number, got {v}")
-        return v
-
-
-class CheckpointSpec(_Model):
-    """Checkpointing of trials."""
-
-    frequency: int = Field(
-        0, ge=0, description="Checkpoint every N iterations (0: never periodically)."
-    )
-    at_end: bool = Field(True, description="Checkpoint when a trial ends.")
-    num_to_keep: int | None = Field(
-        2, ge=1, description="Checkpoints kept per trial (best by score_attribute); null keeps all."
-    )
-    score_attribute: str | None = Field(
-        None, description="Result key that ranks checkpoints; defaults to the spec metric."
-    )
-
-
-class EvaluationSpec(_Model):
-    """Periodic evaluation with deterministic actions."""
-
-    interval: int | None = Field(None, ge=1, description="Evaluate every N iterations.")
-    duration: int = Field(10, ge=1, description="Episodes per evaluation.")
-
-
-class MultiAgentSpec(_Model):
-    """Multi-agent training: the policies (RLModules) and which agent each one drives."""
-
-    policies: list[str] = Field(
-        default_factory=lambda: ["shared"],
-        min_length=1,
-        max_length=64,
-        description="Policy (RLModule) ids, each trained with its own weights and the "
-        "spec's `model`; one id is a policy every agent shares. Letters, digits, '_', '.', "
-        "'-' (at most 64).",
-        json_schema_extra={"items": {"type": "string", "pattern": MODULE_ID_RE.pattern}},
-    )
-    policy_mapping: dict[str, str] = Field(
-        default_factory=dict,
-        max_length=1024,
-        description="Agent id (as str() of the env's agent id) -> policy id; the key '*' "
-        "names the policy of every agent not listed, otherwise they go to the first "
-        "policy. Data only: RLlib's policy_mapping_fn is built from it.",
-        json_schema_extra={"propertyNames": {"pattern": AGENT_ID_RE.pattern}},
-    )
-
-    @model_validator(mode="after")
-    def _known_policies(self) -> MultiAgentSpec:
-        errors: list[tuple[tuple[str | int, ...], str, Any]] = []
-
-        def bad(loc: tuple[str | int, ...], value: str, msg: str) -> None:
-            errors.append((loc, msg, value))
-
-        seen: set[str] = set()
-        for i, pid in enumerate(self.policies):
-            if not MODULE_ID_RE.fullmatch(pid):
-                bad(
-                    ("policies", i),
-                    pid,
-                    "a policy id is letters, digits, '_', '.', '-' "
-                    "(at most 64, starting with a letter or digit)",
-                )
-            elif pid in RESERVED_MODULE_IDS:
-                bad(("policies", i), pid, "RLlib's own module id; name the policy otherwise")
-            elif pid in seen:
-                bad(("policies", i), pid, "listed twice")
-            seen.add(pid)
-        for agent, pid in self.policy_mapping.items():
-            if not AGENT_ID_RE.fullmatch(agent):
-                bad(
-                    ("policy_mapping", agent),
-                    agent,
-                    "an agent id is letters, digits, "
-                    "'_', '.', '-' (at most 128), or '*' for every agent not listed",
-                )
-            elif pid not in self.policies:
-                bad(
-                    ("policy_mapping", agent),
-                    pid,
-                    "not one of multi_agent.policies (" + ", ".join(self.policies) + ")",
-                )
-        if errors:
-            raise _field_errors(self, errors)
-        return self
-
-    def policy_of(self, agent_id: object) -> str:
-        """The policy that drives `agent_id`: its mapping, else '*', else the first."""
-        return self.policy_mapping.get(
-            str(agent_id), self.policy_mapping.get("*", self.policies[0])
-        )
-
-
-SCOPES: tuple[str, ...] = ("last", "last-5-avg", "last-10-avg", "avg", "all")
-
-
-class ConfirmSpec(_Model):
-    """Re-run the search's best configs on fresh seeds before naming a winner."""
-
-    top_k: int = Field(
-        3, ge=1, le=20, description="How many of the search's best configs are re-run."
-    )
-    seeds: int = Field(
-        5,
-        ge=2,
-        le=50,
-        description="Fresh seeds per config (disjoint from every search trial's seed); "
-        "the configs are ranked by their mean score over these seeds.",
-    )
 
 
 class ExperimentSpec(_Model):

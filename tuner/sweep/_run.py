@@ -18,6 +18,7 @@ from ray.tune.stopper import Stopper
 from tuner.importance import sweep_importance
 from tuner.launcher import ensure_ray
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
+from tuner.ray_internals import result_grid_trials
 from tuner.results import better, lookup, scope_value
 from tuner.rllib import (
     alive_nodes,
@@ -128,9 +129,7 @@ def summarise(
     keys = list(space)
     trials = []
     best: BestTrial | None = None
-    # ResultGrid has no public trial status; its analysis holds the Trial objects.
-    analysis = getattr(result_grid, "_experiment_analysis", None)
-    by_path = {t.path: t for t in getattr(analysis, "trials", None) or []}
+    by_path = {t.path: t for t in result_grid_trials(result_grid)}
     for result in result_grid:
         metrics = result.metrics or {}
         trial = by_path.get(result.path)

@@ -12,6 +12,7 @@ from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, Stopper
 
 from tuner.mlflow_names import RETURN_KEY
+from tuner.ray_internals import set_restored_callbacks
 from tuner.results import lookup
 from tuner.rllib import (
     CODE_KEY,
@@ -201,7 +202,7 @@ def restore_tuner(
     if callbacks:
         # Tune restores its RunConfig from the pickled state; fresh callbacks (which
         # find their MLflow runs again by tag) replace the pickled ones.
-        tuner._local_tuner._run_config.callbacks = list(callbacks)  # a copy, as above
+        set_restored_callbacks(tuner, list(callbacks))  # a copy, as above
     return tuner
 
 

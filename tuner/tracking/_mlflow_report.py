@@ -10,20 +10,37 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from mlflow.entities import Metric
 
 from tuner import mlflow_names as names
 from tuner.statuses import SweepStatus
-from tuner.tracking._mlflow_writer import RUN_FAILED, RUN_FINISHED, RUN_KILLED, param_value
+from tuner.tracking._mlflow_writer import (
+    RUN_FAILED,
+    RUN_FINISHED,
+    RUN_KILLED,
+    RunWriter,
+    param_value,
+)
 from tuner.views import MlflowLinks, SweepSummary
 
-if TYPE_CHECKING:
-    from tuner.tracking._mlflow_tracker import MLflowTracker
+
+class SweepRuns(Protocol):
+    """What the report needs of a sweep's MLflow runs (the tracker has it all)."""
+
+    client: Any
+    experiment_id: str
+    experiment_name: str
+    parent_run_id: str
+    run_name: str
+    metric: str
+
+    @property
+    def runs(self) -> RunWriter: ...
 
 
-def log_sweep_result(tracker: MLflowTracker, summary: SweepSummary) -> MlflowLinks:
+def log_sweep_result(tracker: SweepRuns, summary: SweepSummary) -> MlflowLinks:
     """Logs the summary on the tracker's parent run and registers the best checkpoint.
 
     Returns where the sweep landed (no UI link: the tracker does not know the UI)."""
@@ -99,7 +116,7 @@ def log_sweep_result(tracker: MLflowTracker, summary: SweepSummary) -> MlflowLin
     return out
 
 
-def _register(tracker: MLflowTracker, run_id: str, checkpoint_name: str) -> str | None:
+def _register(tracker: SweepRuns, run_id: str, checkpoint_name: str) -> str | None:
     """Registers runs:/<best run>/checkpoints/<name> as a version of '<experiment>-best'."""
     client = tracker.client
     name = names.registered_model(tracker.experiment_name)
@@ -118,7 +135,7 @@ def _register(tracker: MLflowTracker, run_id: str, checkpoint_name: str) -> str 
     return names.model_version_uri(name, version.version)
 
 
-def _log_importance(tracker: MLflowTracker, summary: SweepSummary) -> None:
+def _log_importance(tracker: SweepRuns, summary: SweepSummary) -> None:
     """importance.json (both evaluators) and a metric importance.<key> (fANOVA) per key."""
     if not (summary.importance or summary.importance_ped_anova):
         return
@@ -136,7 +153,7 @@ def _log_importance(tracker: MLflowTracker, summary: SweepSummary) -> None:
     client.log_text(parent, json.dumps(body, indent=2), names.IMPORTANCE_ARTIFACT)
 
 
-def _log_trials_table(tracker: MLflowTracker, summary: SweepSummary) -> None:
+def _log_trials_table(tracker: SweepRuns, summary: SweepSummary) -> None:
     client, parent = tracker.client, tracker.parent_run_id
     rows = [t.model_dump(mode="json", exclude_none=False) for t in summary.trials]
     client.log_text(parent, json.dumps(rows, indent=1), names.TRIALS_JSON_ARTIFACT)
@@ -154,7 +171,7 @@ def _log_trials_table(tracker: MLflowTracker, summary: SweepSummary) -> None:
     client.log_text(parent, buf.getvalue(), names.TRIALS_CSV_ARTIFACT)
 
 
-def _log_learning_curves(tracker: MLflowTracker, summary: SweepSummary) -> None:
+def _log_learning_curves(tracker: SweepRuns, summary: SweepSummary) -> None:
     # The object API, not pyplot: no global figure state, no GUI backend, a light import.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

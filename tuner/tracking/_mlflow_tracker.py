@@ -5,7 +5,7 @@ Ray's MLflowLoggerCallback logs hundreds of config keys as params and config num
 metrics on every iteration, makes flat runs and uploads no checkpoints; this one does
 not. Runs are found again by tags (tuner/mlflow_names.py), so a resumed sweep continues
 the same parent run and never duplicates a child. The sweep's result is logged by
-tuner/trials/_mlflow_report.py.
+_mlflow_report.py.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from tuner.rllib import (
 from tuner.spec import POPULATION_SCHEDULERS, ExperimentSpec
 from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import flatten, number, result_metrics
+from tuner.tracking._mlflow_report import log_sweep_result
 from tuner.tracking._mlflow_writer import (
     RUN_FAILED,
     RUN_FINISHED,
@@ -386,10 +387,8 @@ class MLflowTracker(Callback):
     # -- the sweep's result -----------------------------------------------------------
 
     def finish(self, summary: SweepSummary) -> MlflowLinks:
-        """Logs the sweep's result on the parent run (tuner/trials/_mlflow_report.py)
-        and returns where it landed (`url` left to the caller, who knows the UI)."""
-        from tuner.tracking._mlflow_report import log_sweep_result
-
+        """Logs the sweep's result on the parent run (_mlflow_report.py) and returns
+        where it landed (`url` left to the caller, who knows the UI)."""
         self.flush()
         self.start()
         for view in summary.trials:

@@ -228,7 +228,7 @@ def validate_spec(
 
 
 def q_encoder_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
-    """`model.q_encoder` (tuner/trials/_sac_model.py): SAC only, one of its values, fixed
+    """`model.q_encoder` (tuner/rllib/_sac_model.py): SAC only, one of its values, fixed
     or searched (as a choice or grid)."""
     found: list[tuple[str, Any]] = []
     if Q_ENCODER in spec.model:

@@ -1,0 +1,110 @@
+"""Every private name of Ray that tuner uses is listed in tuner/ray_internals.py, and
+each still exists in the installed Ray with the shape we use: an upgrade that moves one
+fails here, by name, instead of somewhere in a sweep."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+
+import pytest
+
+from tuner import ray_internals
+from tuner.ray_internals import PRIVATE_NAMES, TRAINING_STEP_SOURCE, PrivateName
+
+# the parameters of each private method we override, as our hooks call them
+OVERRIDE_PARAMS = {
+    "_create_local_replay_buffer_if_necessary": ["self", "config"],
+    "_build_qf_encoder_continuous": ["self", "framework"],
+    "_get_new_config": ["self", "trial", "trial_to_clone"],
+}
+
+
+def owner_of(use: PrivateName) -> object:
+    module, _, qualname = use.owner.partition(":")
+    obj: object = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def sources(cls: type) -> str:
+    """The source of a class and every class it inherits from, outside builtins."""
+    return "".join(
+        inspect.getsource(c) for c in inspect.getmro(cls) if c.__module__.startswith("ray.")
+    )
+
+
+@pytest.mark.parametrize("use", PRIVATE_NAMES, ids=lambda u: f"{u.owner}.{u.name}")
+def test_each_private_name_we_use_is_still_there(use):
+    assert use.name.startswith("_") and use.why, use
+    owner = owner_of(use)
+    if use.kind == "config key":
+        from ray.rllib.algorithms.ppo import PPOConfig
+
+        assert use.name in PPOConfig().to_dict(), f"to_dict() no longer has {use.name}"
+    elif use.kind == "attribute":
+        assert isinstance(owner, type)
+        assert f"self.{use.name}" in sources(owner) or hasattr(owner, use.name), (
+            f"{use.owner} no longer sets {use.name}"
+        )
+    elif use.kind == "method we override":
+        method = getattr(owner, use.name)
+        params = list(inspect.signature(method).parameters)
+        assert params == OVERRIDE_PARAMS[use.name], f"{use.owner}.{use.name}{params}"
+    elif use.kind == "keyword":
+        # a parameter, or a keyword the function takes out of its **kwargs by name
+        taken = use.name in inspect.signature(owner).parameters
+        taken = taken or f'"{use.name}"' in inspect.getsource(inspect.unwrap(owner))
+        assert taken, f"{use.owner}({use.name}=)"
+    elif use.kind == "copied code":
+        digest = hashlib.sha256(inspect.getsource(getattr(owner, use.name)).encode())
+        assert digest.hexdigest() == TRAINING_STEP_SOURCE, (
+            f"{use.owner}.{use.name} changed: port the flat replay path's training_step "
+            "again (tuner/rllib/_fast_replay.py), then update TRAINING_STEP_SOURCE"
+        )
+    else:
+        pytest.fail(f"unknown kind {use.kind!r}")
+
+
+def test_every_private_name_the_adapter_spells_is_listed():
+    """The adapter's own code reaches for no private name its PRIVATE_NAMES lacks."""
+    import ast
+
+    tree = ast.parse(inspect.getsource(ray_internals))
+    spelled = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    spelled |= {k.arg for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords}
+    spelled |= {
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier()
+    }
+    spelled |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    private = {s for s in spelled if s.startswith("_") and s.strip("_") and not s.startswith("__")}
+    assert private <= {u.name for u in PRIVATE_NAMES}, private - {u.name for u in PRIVATE_NAMES}
+
+
+def test_the_hooks_reach_rllibs_default_through_the_private_method():
+    """A hook mixin calls the subclass's public method with RLlib's own as the default."""
+
+    class Base:
+        def _get_new_config(self, trial, trial_to_clone):
+            return {"from": "tune"}, {}
+
+    class Ours(ray_internals.PB2ConfigHook, Base):
+        def tuner_new_config(self, trial, trial_to_clone, tune_default):
+            config, ops = tune_default(trial, trial_to_clone)
+            return {**config, "ours": True}, ops
+
+    assert Ours()._get_new_config(None, None) == ({"from": "tune", "ours": True}, {})
+
+
+def test_config_key_reads_a_property_under_its_private_name():
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    config = PPOConfig().to_dict()
+    assert ray_internals.config_key("train_batch_size_per_learner", config) == (
+        "_train_batch_size_per_learner"
+    )
+    assert ray_internals.config_key("lr", config) == "lr"

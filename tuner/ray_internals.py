@@ -1,0 +1,337 @@
+"""The one door to Ray's, RLlib's and Tune's private names (Ray 2.60).
+
+Every private name of Ray that tuner uses (a module, attribute, method, keyword or
+config key starting with `_`) is used here and nowhere else, each with the reason we
+cannot do without it. `PRIVATE_NAMES` lists them; tests/unit/test_ray_internals.py
+checks each against the installed Ray (it fails loudly if one moves or changes shape),
+and tests/unit/test_owners.py checks that no other module of tuner/ or bench/ uses one.
+
+Ray is imported lazily: the functions here run in processes that have Ray already.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PrivateName:
+    """A private name we use: where it lives ("module:Class" or "module:function"),
+    the name, what kind of use (attribute, method we override, keyword, config key,
+    copied code) and why."""
+
+    owner: str
+    name: str
+    kind: str
+    why: str
+
+
+PRIVATE_NAMES: tuple[PrivateName, ...] = (
+    PrivateName(
+        "ray:init",
+        "_system_config",
+        "keyword",
+        "a driver's own local Ray prestarts no idle worker for its first driver "
+        "(prestart_worker_first_driver): on a small machine those idle workers take the "
+        "cores the trials need, and Ray has no public setting for it",
+    ),
+    PrivateName(
+        "ray.rllib.algorithms.algorithm_config:AlgorithmConfig",
+        "_model_config",
+        "config key",
+        "AlgorithmConfig.to_dict() keeps `model_config` under its private attribute: a "
+        "searched `model.<key>` value must be laid there to reach the RLModule",
+    ),
+    PrivateName(
+        "ray.rllib.algorithms.algorithm_config:AlgorithmConfig",
+        "_rl_module_spec",
+        "config key",
+        "a spec's own RLModule class (imported in the trial) is set through the config dict "
+        "the trial is built from, where update_from_dict reads the RLModuleSpec",
+    ),
+    PrivateName(
+        "ray.rllib.algorithms.algorithm_config:AlgorithmConfig",
+        "_train_batch_size_per_learner",
+        "config key",
+        "properties (train_batch_size_per_learner, ...) live in to_dict() under '_' + name; "
+        "a searched value is laid and read there (config_key)",
+    ),
+    PrivateName(
+        "ray.rllib.algorithms.algorithm_config:AlgorithmConfig",
+        "_learner_connector",
+        "attribute",
+        "the flat replay path is the same algorithm only without the spec's own learner "
+        "connector; AlgorithmConfig has no public getter that does not build it",
+    ),
+    PrivateName(
+        "ray.rllib.algorithms.algorithm_config:AlgorithmConfig",
+        "_env_to_module_connector",
+        "attribute",
+        "as _learner_connector, for the env-to-module connector",
+    ),
+    PrivateName(
+        "ray.rllib.algorithms.dqn.dqn:DQN",
+        "_module_is_stateful",
+        "attribute",
+        "the flat replay path replays single transitions: it must know whether the "
+        "RLModule is recurrent, which DQN.setup works out and keeps only here",
+    ),
+    PrivateName(
+        "ray.rllib.algorithms.algorithm:Algorithm",
+        "_create_local_replay_buffer_if_necessary",
+        "method we override",
+        "RLlib 2.60 tests `'EpisodeReplayBuffer' in type` (a TypeError when a spec's "
+        "replay buffer `type`, imported in the trial, is a class): our override builds "
+        "such a buffer the way RLlib builds its own",
+    ),
+    PrivateName(
+        "ray.rllib.algorithms.dqn.dqn:DQN",
+        "_training_step_new_api_stack",
+        "copied code",
+        "the flat replay path (rllib/_fast_replay.training_step) runs this step's "
+        "sample / store / update / sync rhythm on its own buffer; TRAINING_STEP_SOURCE "
+        "pins the copy to the source it was ported from",
+    ),
+    PrivateName(
+        "ray.rllib.execution.rollout_ops:synchronous_parallel_sample",
+        "_uses_new_env_runners",
+        "keyword",
+        "the flat replay path samples as DQN's own step does (new API stack env runners)",
+    ),
+    PrivateName(
+        "ray.rllib.execution.rollout_ops:synchronous_parallel_sample",
+        "_return_metrics",
+        "keyword",
+        "as _uses_new_env_runners: the env runners' metrics come back with the episodes",
+    ),
+    PrivateName(
+        "ray.rllib.core.learner.learner:Learner.update",
+        "_no_metrics_reduce",
+        "keyword",
+        "the flat path reduces a uniform buffer's learner metrics once a round, not after "
+        "each update (a quarter of a small update's time); the updates are the same",
+    ),
+    PrivateName(
+        "ray.rllib.core.learner.torch.torch_learner:TorchLearner",
+        "_lr_schedulers",
+        "attribute",
+        "a restored checkpoint puts the saving trial's lr over this trial's; optimizers a "
+        "torch LRScheduler drives are left to it, which only this attribute tells",
+    ),
+    PrivateName(
+        "ray.rllib.core.learner.learner:Learner",
+        "_optimizer_lr_schedules",
+        "attribute",
+        "the lr Scheduler RLlib built from the Learner's own config, per optimizer: what "
+        "a restored trial's lr is set back to",
+    ),
+    PrivateName(
+        "ray.rllib.algorithms.sac.sac_catalog:SACCatalog",
+        "_build_qf_encoder_continuous",
+        "method we override",
+        "`model.q_encoder: concat` builds each Q-network as one MLP over [obs, action]; "
+        "the catalog builds the Q encoder only in this method",
+    ),
+    PrivateName(
+        "ray.rllib.core.models.catalog:Catalog",
+        "_model_config_dict",
+        "attribute",
+        "the model_config a catalog was built with (our Q-encoder override reads its "
+        "q_encoder, fcnet_hiddens and fcnet_activation)",
+    ),
+    PrivateName(
+        "ray.tune.schedulers.pb2:PB2",
+        "_get_new_config",
+        "method we override",
+        "Ray's PB2 rebuilds a cloned trial's config by flattening it, which drops RLlib's "
+        "empty dicts; our override keeps the clone's config and lays the bounded keys over",
+    ),
+    PrivateName(
+        "ray.tune.schedulers.pb2:PB2",
+        "_hyperparam_bounds",
+        "attribute",
+        "the keys PB2 perturbs: the only ones our _get_new_config override lays over",
+    ),
+    PrivateName(
+        "ray.tune.tuner:Tuner",
+        "_local_tuner",
+        "attribute",
+        "Tuner.restore restores the pickled RunConfig; fresh callbacks (which find their "
+        "MLflow runs again by tag) must replace the pickled ones, and Tune has no public "
+        "way to pass them to a restore",
+    ),
+    PrivateName(
+        "ray.tune.impl.tuner_internal:TunerInternal",
+        "_run_config",
+        "attribute",
+        "as _local_tuner: where the restored RunConfig's callbacks live",
+    ),
+    PrivateName(
+        "ray.tune.result_grid:ResultGrid",
+        "_experiment_analysis",
+        "attribute",
+        "a ResultGrid has no public trial status (TERMINATED, ERROR, ...); its analysis "
+        "holds the Trial objects",
+    ),
+)
+
+# The sha256 of DQN._training_step_new_api_stack's source in the Ray the flat replay
+# path was ported from (2.60): a Ray whose step changed fails its test until the port is
+# checked again.
+TRAINING_STEP_SOURCE = "09ec62b710932ad18e0fda0308c568560a33155fd61d9288d379bce2b44cfa11"
+
+
+# --- Ray itself -----------------------------------------------------------------------------
+
+
+def no_prestarted_workers() -> dict[str, Any]:
+    """ray.init keywords for a local Ray that starts no idle worker ahead of its driver."""
+    return {"_system_config": {"prestart_worker_first_driver": False}}
+
+
+# --- AlgorithmConfig.to_dict() keys ------------------------------------------------------
+
+MODEL_CONFIG_KEY = "_model_config"
+RL_MODULE_SPEC_KEY = "_rl_module_spec"
+
+
+def config_key(key: str, config: dict[str, Any]) -> str:
+    """Where a config dict (AlgorithmConfig.to_dict()) keeps a setting: its own name, or
+    the private name RLlib keeps a property under (`train_batch_size_per_learner` ->
+    `_train_batch_size_per_learner`)."""
+    if key not in config and f"_{key}" in config:
+        return f"_{key}"
+    return key
+
+
+# --- AlgorithmConfig and Algorithm --------------------------------------------------------
+
+
+def has_own_connectors(config: Any) -> bool:
+    """Whether a config sets its own learner or env-to-module connector."""
+    return config._learner_connector is not None or config._env_to_module_connector is not None
+
+
+def module_is_stateful(algo: Any) -> bool:
+    """Whether an Algorithm's RLModule is recurrent (True when RLlib did not say)."""
+    return bool(getattr(algo, "_module_is_stateful", True))
+
+
+class LocalReplayBufferHook:
+    """Mixin for an Algorithm subclass: RLlib's private hook that builds the local
+    replay buffer calls the subclass's `tuner_replay_buffer(config, rllib_default)`."""
+
+    def _create_local_replay_buffer_if_necessary(self, config: Any) -> Any:
+        return self.tuner_replay_buffer(  # type: ignore[attr-defined]
+            config,
+            super()._create_local_replay_buffer_if_necessary,  # type: ignore[misc]
+        )
+
+
+# --- sampling and updating as DQN's own step does -----------------------------------------
+
+
+def sample_env_runners(algo: Any) -> tuple[Any, Any]:
+    """(episodes, env runner metrics) of one synchronous sample of every env runner, as
+    DQN's training step samples."""
+    from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+
+    return synchronous_parallel_sample(
+        worker_set=algo.env_runner_group,
+        concat=True,
+        sample_timeout_s=algo.config.sample_timeout_s,
+        _uses_new_env_runners=True,
+        _return_metrics=True,
+    )
+
+
+def update_unreduced(learner_group: Any, batch: Any, timesteps: dict[str, Any]) -> None:
+    """One learner update whose metrics are left unreduced (the next reduce takes them)."""
+    learner_group.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=True)
+
+
+# --- Learner learning rates -----------------------------------------------------------------
+
+
+def torch_schedulers_own_lr(learner: Any) -> bool:
+    """Whether torch LRSchedulers drive the Learner's optimizers (they own their lr)."""
+    return bool(getattr(learner, "_lr_schedulers", None))
+
+
+def optimizer_lr_schedules(learner: Any) -> dict[Any, Any]:
+    """The lr Scheduler RLlib built from the Learner's config, by optimizer."""
+    return dict(getattr(learner, "_optimizer_lr_schedules", {}) or {})
+
+
+# --- SAC's catalog --------------------------------------------------------------------------
+
+
+class QEncoderHook:
+    """Mixin for a SACCatalog subclass: RLlib's private Q-encoder builder calls the
+    subclass's `tuner_q_encoder(framework, rllib_default)`."""
+
+    def _build_qf_encoder_continuous(self, framework: str) -> Any:
+        return self.tuner_q_encoder(  # type: ignore[attr-defined]
+            framework,
+            super()._build_qf_encoder_continuous,  # type: ignore[misc]
+        )
+
+
+def catalog_model_config(catalog: Any) -> dict[str, Any]:
+    """The model_config a Catalog was built with."""
+    return catalog._model_config_dict
+
+
+# --- Tune -----------------------------------------------------------------------------------
+
+
+class PB2ConfigHook:
+    """Mixin for a PB2 subclass: Tune's private new-config builder calls the subclass's
+    `tuner_new_config(trial, trial_to_clone, tune_default)`."""
+
+    def _get_new_config(self, trial: Any, trial_to_clone: Any) -> tuple[dict, dict]:
+        return self.tuner_new_config(  # type: ignore[attr-defined]
+            trial,
+            trial_to_clone,
+            super()._get_new_config,  # type: ignore[misc]
+        )
+
+
+def pb2_bounded_keys(pb2: Any) -> list[str]:
+    """The keys a PB2 scheduler perturbs."""
+    return list(pb2._hyperparam_bounds)
+
+
+def set_restored_callbacks(tuner: Any, callbacks: list[Any]) -> None:
+    """Replaces the callbacks of a Tuner restored from its pickled state."""
+    tuner._local_tuner._run_config.callbacks = list(callbacks)
+
+
+def result_grid_trials(result_grid: Any) -> list[Any]:
+    """The Trial objects behind a ResultGrid (their status, id, error)."""
+    analysis = getattr(result_grid, "_experiment_analysis", None)
+    return list(getattr(analysis, "trials", None) or [])
+
+
+__all__ = [
+    "MODEL_CONFIG_KEY",
+    "PRIVATE_NAMES",
+    "RL_MODULE_SPEC_KEY",
+    "LocalReplayBufferHook",
+    "PB2ConfigHook",
+    "PrivateName",
+    "QEncoderHook",
+    "catalog_model_config",
+    "config_key",
+    "has_own_connectors",
+    "module_is_stateful",
+    "no_prestarted_workers",
+    "optimizer_lr_schedules",
+    "pb2_bounded_keys",
+    "result_grid_trials",
+    "sample_env_runners",
+    "set_restored_callbacks",
+    "torch_schedulers_own_lr",
+    "update_unreduced",
+]
