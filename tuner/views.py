@@ -298,6 +298,14 @@ class AlgorithmInfo(_View):
     )
     default_space: dict[str, Any] = Field(default_factory=dict)
     space_source: str | None = Field(None, description="Where the default space comes from.")
+    space_reasons: dict[str, str] = Field(
+        default_factory=dict, description="Why each default-space key is searched so."
+    )
+    space_budget: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Rules that narrow default-space keys to a trial's budget "
+        "(stop.timesteps_total): min_updates, at_most, at_most_fraction, schedule.",
+    )
     warnings: list[str] = Field(default_factory=list)
 
 

@@ -63,7 +63,8 @@ def test_a_key_a_preset_fixes_leaves_the_default_space():
     assert {"n_step", "target_network_update_freq"} <= base
     spec = parse_spec({"name": "rainbow", "algorithm": "Rainbow_DQN", "env": "CartPole-v1"})
     space = resolve_space(spec)
-    assert set(space) == base - {"n_step", "target_network_update_freq"}
+    assert set(space) == base - set(registry.get("Rainbow_DQN").preset_config)
+    assert not {"n_step", "target_network_update_freq"} & set(space)
     for seed in range(5):  # every trial runs Rainbow's own n-step and target period
         trial_config = draw(param_space(spec, space), random.Random(seed))
         assert trial_config["n_step"] == 3 and trial_config["target_network_update_freq"] == 500
@@ -154,3 +155,76 @@ def test_a_key_both_fixed_and_searched_is_refused_naming_both():
     trial_config = draw(param_space(spec, resolve_space(spec)), random.Random(0))
     built = TRAINABLES["PPO"].get_default_config().update_from_dict(trial_config)
     assert built.model_config["fcnet_hiddens"] in ([8], [16])
+
+
+@pytest.mark.parametrize("algorithm", registry.base_algorithms())
+@pytest.mark.parametrize("budget", [3_000, 30_000, 200_000])
+def test_a_budgeted_default_space_reaches_rllib_exactly_and_respects_the_budget(algorithm, budget):
+    """With stop.timesteps_total, the default space's budget rules narrow it: a trial
+    gets at least about 10 updates and never a batch larger than its budget; what is
+    sampled (DQN's epsilon schedule too) reaches RLlib as it is reported."""
+    env = "Pendulum-v1" if "discrete" not in registry.get(algorithm).actions else "CartPole-v1"
+    spec = parse_spec(
+        {"name": "b", "algorithm": algorithm, "env": env, "stop": {"timesteps_total": budget}}
+    )
+    space = resolve_space(spec)
+    rules = registry.get(algorithm).space_budget
+    for key, rule in rules.items():
+        if "schedule" in rule:
+            assert all(s[-1][0] <= budget for s in space[key].args), key
+            continue
+        choices = space[key].args
+        if "min_updates" in rule:
+            fits = [c for c in choices if c * rule["min_updates"] <= budget]
+            assert fits == choices or choices == [min(registry.default_space(algorithm)[key].args)]
+            assert max(choices) <= budget or len(choices) == 1
+        if "at_most_fraction" in rule:
+            assert all(c <= rule["at_most_fraction"] * budget for c in choices) or len(choices) == 1
+        if "at_most" in rule:
+            assert max(choices) <= min(space[rule["at_most"]].args), key
+    params = param_space(spec, space)
+    trial_config = draw(params, random.Random(budget))
+    reported = sampled_values(trial_config, list(space))
+    built = TRAINABLES[spec.base_algorithm].get_default_config().update_from_dict(trial_config)
+    for key, dom in space.items():
+        assert dom.contains(reported[key]), (key, reported[key])
+        used = used_by_rllib(built, key)
+        used = [list(p) for p in used] if key == "epsilon" else used
+        assert used == reported[key], (algorithm, key)
+
+
+def test_the_budget_narrows_ppos_rollout_and_a_fixed_batch_bounds_the_minibatch():
+    small = resolve_space(
+        parse_spec(
+            {
+                "name": "s",
+                "algorithm": "PPO",
+                "env": "CartPole-v1",
+                "stop": {"timesteps_total": 5_000},
+            }
+        )
+    )
+    assert small["train_batch_size_per_learner"].args == [256]  # 5,000 / 10 = 500
+    assert max(small["minibatch_size"].args) <= 256
+    fixed = resolve_space(
+        parse_spec(
+            {
+                "name": "f",
+                "algorithm": "PPO",
+                "env": "CartPole-v1",
+                "config": {"train_batch_size_per_learner": 64},
+            }
+        )
+    )
+    assert "train_batch_size_per_learner" not in fixed
+    assert fixed["minibatch_size"].args == [32, 64]
+    no_budget = resolve_space(parse_spec({"name": "n", "algorithm": "DQN", "env": "CartPole-v1"}))
+    assert "epsilon" not in no_budget  # a schedule over the budget needs one
+
+
+def test_every_default_space_key_says_why():
+    for name in registry.base_algorithms():
+        entry = registry.get(name)
+        keys = set(entry.default_space) | set(entry.space_budget)
+        assert keys <= set(entry.space_reasons), (name, keys - set(entry.space_reasons))
+        assert all(entry.space_reasons[k].strip() for k in keys)

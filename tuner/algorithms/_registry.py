@@ -46,6 +46,8 @@ def _entries() -> dict[str, AlgorithmInfo]:
             flat_replay_defaults=entry.get("flat_replay_defaults") or {},
             default_space=_unfixed(spaces.get(name, {}).get("space", {}), own.get("config", {})),
             space_source=spaces.get(name, {}).get("source"),
+            space_reasons=spaces.get(name, {}).get("why", {}),
+            space_budget=_unfixed(spaces.get(name, {}).get("budget", {}), own.get("config", {})),
             warnings=own.get("warnings", []),
         )
     for name, preset in presets.items():
@@ -59,6 +61,9 @@ def _entries() -> dict[str, AlgorithmInfo]:
                 "preset_config": preset.get("config", {}),
                 "default_space": _unfixed(
                     spaces.get(base.name, {}).get("space", {}), preset.get("config", {})
+                ),
+                "space_budget": _unfixed(
+                    spaces.get(base.name, {}).get("budget", {}), preset.get("config", {})
                 ),
                 "warnings": preset.get("warnings", []),
             },
