@@ -121,3 +121,35 @@ def test_trial_criteria_are_flattened_result_keys():
         "env_runners/episode_return_mean": 450,
         "num_env_steps_sampled_lifetime": 1000,
     }
+
+
+def test_evaluation_at_end_needs_a_budget_naming_the_field():
+    from tuner.spec import SpecError, parse_spec
+
+    base = {"name": "e", "algorithm": "PPO", "env": "CartPole-v1"}
+    with pytest.raises(SpecError) as err:
+        parse_spec(base | {"evaluation": {"at_end": True}})
+    assert any(i.loc == "evaluation.at_end" for i in err.value.issues), err.value.issues
+    ok = parse_spec(
+        base
+        | {
+            "evaluation": {"at_end": True},
+            "stop": {"timesteps_total": 1000},
+            "metric": "evaluation/env_runners/episode_return_mean",
+        }
+    )
+    assert ok.evaluation.enabled and not ok.evaluation.interval
+    with pytest.raises(SpecError, match="needs evaluation.interval or at_end"):
+        parse_spec(base | {"metric": "evaluation/env_runners/episode_return_mean"})
+
+
+def test_a_trials_budget_is_spent_at_its_stop_criteria():
+    from tuner.rllib._trial_config import budget_spent
+
+    assert budget_spent({"env_steps": 300}, {"num_env_steps_sampled_lifetime": 384}, 3)
+    assert not budget_spent({"env_steps": 300}, {"num_env_steps_sampled_lifetime": 256}, 2)
+    nested = {"env_runners": {"num_env_steps_sampled_lifetime": 300}}
+    assert budget_spent({"env_steps": 300}, nested, 1)
+    assert budget_spent({"iterations": 2}, {}, 2)
+    assert not budget_spent({"iterations": 2}, {}, 1)
+    assert not budget_spent({}, {"num_env_steps_sampled_lifetime": 10**9}, 99)

@@ -15,6 +15,9 @@ from tuner.rllib._trainables import TRAINABLES
 from tuner.rllib._update_ratio import _ENVS, num_envs_of, own_num_envs
 from tuner.spec import ExperimentSpec
 
+# an evaluation interval RLlib never reaches (evaluation.at_end without an interval)
+NEVER = 2**31 - 1
+
 
 def trainable_for(spec: ExperimentSpec) -> Any:
     """The trainable that runs the spec's trials: an RLlib algorithm class, or the spec's
@@ -57,11 +60,16 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
         config.rl_module(model_config={**model, **spec.model})
     if spec.multi_agent is not None:
         apply_multi_agent(config, spec.multi_agent)
-    if spec.evaluation.interval:
+    if spec.evaluation.enabled:
         config.evaluation(
-            evaluation_interval=spec.evaluation.interval,
+            # at_end only: RLlib builds its evaluation env runner and never evaluates by
+            # itself; the trial evaluates once its budget is spent (_trainables)
+            evaluation_interval=spec.evaluation.interval or NEVER,
             evaluation_duration=spec.evaluation.duration,
             evaluation_duration_unit="episodes",
+            # the policy as it is used: deterministic actions (the spec's own
+            # evaluation_config wins)
+            evaluation_config={"explore": False, **(config.evaluation_config or {})},
         )
         if envs != own_num_envs(spec) or vector_defaults_apply(spec):
             # evaluation keeps the spec's own env count (a trial's own batch may give it

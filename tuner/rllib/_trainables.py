@@ -31,7 +31,13 @@ from tuner.rllib import _fast_replay
 from tuner.rllib._envs import split_env_name
 from tuner.rllib._multi_agent import multi_agent_of
 from tuner.rllib._sac_model import TunerSACConfig
-from tuner.rllib._trial_config import CODE_KEY, FLAT_DEFAULTS_KEY, seeded_config
+from tuner.rllib._trial_config import (
+    CODE_KEY,
+    FINAL_EVAL_KEY,
+    FLAT_DEFAULTS_KEY,
+    budget_spent,
+    seeded_config,
+)
 from tuner.rllib._update_ratio import as_trial_runs
 from tuner.rllib._user_code import with_user_code
 
@@ -116,6 +122,10 @@ class _SweepTrialMixin(LocalReplayBufferHook):
         if isinstance(config, dict) and FLAT_DEFAULTS_KEY in config:
             config = dict(config)
             self._flat_defaults = bool(config.pop(FLAT_DEFAULTS_KEY))
+        self._final_eval: dict[str, int | None] = {}
+        if isinstance(config, dict) and FINAL_EVAL_KEY in config:
+            config = dict(config)
+            self._final_eval = dict(config.pop(FINAL_EVAL_KEY) or {})
         super().__init__(config=config, env=env, **kwargs)
 
     @classmethod
@@ -200,6 +210,11 @@ class _SweepTrialMixin(LocalReplayBufferHook):
         }
         if self._replay_path:
             result["tuner"]["replay"] = self._replay_path
+        if "evaluation" not in result and budget_spent(
+            self._final_eval, result, self.iteration + 1
+        ):
+            # evaluation.at_end: the final policy, deterministic, `duration` episodes
+            result["evaluation"] = self.evaluate()
         return result
 
     def _learner_lrs(self) -> dict[str, float]:

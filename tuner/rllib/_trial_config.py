@@ -12,7 +12,7 @@ from typing import Any
 
 from ray.tune.result import TRIAL_INFO
 
-from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
+from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH, STEP_KEY
 from tuner.ray_internals import MODEL_CONFIG_KEY, config_key
 
 MODEL_PREFIX = "model."
@@ -46,6 +46,10 @@ FLAT_DEFAULTS_KEY = "_tuner_flat_defaults"
 # (vector_defaults_apply): the most envs; the trial takes fewer where its train batch is
 # small (vector_envs), so each env samples at least MIN_STEPS_PER_ENV steps of a batch.
 VECTOR_ENVS_KEY = "_tuner_vector_envs"
+# Set with evaluation.at_end: the budget ({"env_steps": stop.timesteps_total, "iterations":
+# stop.training_iteration}, either may be None) at whose end the trial evaluates its
+# final policy.
+FINAL_EVAL_KEY = "_tuner_final_eval"
 
 
 def config_path(key: str, config: dict[str, Any]) -> tuple[str, ...]:
@@ -132,3 +136,16 @@ def seeded_config(config: Any) -> Any:
         index = trial_index(config[TRIAL_INFO].trial_id)
         config["seed"] = trial_seed(int(config.get("seed") or 0), index)
     return config
+
+
+def budget_spent(budget: dict[str, int | None], result: dict[str, Any], iteration: int) -> bool:
+    """Whether a trial's result at `iteration` (1-based) reaches the end of its budget:
+    stop.timesteps_total env steps sampled, or stop.training_iteration iterations (what
+    the sweep's stop criteria end the trial at). False without a budget."""
+    steps, iterations = budget.get("env_steps"), budget.get("iterations")
+    if iterations and iteration >= iterations:
+        return True
+    sampled = result.get(STEP_KEY)
+    if sampled is None:  # RLlib's own place for it, before Tune copies it to the top
+        sampled = (result.get("env_runners") or {}).get(STEP_KEY)
+    return bool(steps and isinstance(sampled, int | float) and sampled >= steps)

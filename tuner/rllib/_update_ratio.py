@@ -166,7 +166,7 @@ def derived_settings(
         config = {k: ran[k] for k in _RATIO_KEYS if k in ran}
     envs = ran.get(_ENVS)
     resources = {_ENVS: envs} if envs is not None and envs != own_num_envs(spec) else {}
-    if resources and spec.evaluation.interval:
+    if resources and spec.evaluation.enabled:
         evaluation = dict(fixed_settings(spec).get("evaluation_config") or {})
         config["evaluation_config"] = {**evaluation, _ENVS: own_num_envs(spec)}
     return config, resources

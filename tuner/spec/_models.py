@@ -255,8 +255,21 @@ class ExperimentSpec(_Model):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ExperimentSpec:
-        if self.metric.startswith("evaluation/") and not self.evaluation.interval:
-            raise ValueError(f"metric {self.metric!r} needs evaluation.interval")
+        if self.metric.startswith("evaluation/") and not self.evaluation.enabled:
+            raise ValueError(f"metric {self.metric!r} needs evaluation.interval or at_end")
+        if self.evaluation.at_end and not (
+            self.stop.timesteps_total or self.stop.training_iteration
+        ):
+            raise _field_errors(
+                self,
+                [
+                    (
+                        ("evaluation", "at_end"),
+                        "needs a budget to end at: stop.timesteps_total or stop.training_iteration",
+                        True,
+                    )
+                ],
+            )
         self._check_multi_agent_metric()
         if self.custom_algorithm:
             rllib_only = [
@@ -264,7 +277,7 @@ class ExperimentSpec(_Model):
                 for f in ("model", "callbacks", "module", "multi_agent", "wrappers")
                 if getattr(self, f)
             ]
-            if self.evaluation.interval:
+            if self.evaluation.enabled:
                 rllib_only.append("evaluation")
             if rllib_only:
                 raise ValueError(

@@ -289,10 +289,23 @@ class CheckpointSpec(_Model):
 
 
 class EvaluationSpec(_Model):
-    """Periodic evaluation with deterministic actions."""
+    """Evaluation with deterministic actions (the policy as it is used), reported under
+    `evaluation/...` (e.g. `evaluation/env_runners/episode_return_mean`)."""
 
     interval: int | None = Field(None, ge=1, description="Evaluate every N iterations.")
     duration: int = Field(10, ge=1, description="Episodes per evaluation.")
+    at_end: bool = Field(
+        False,
+        description="Evaluate each trial once more at the end of its budget "
+        "(stop.timesteps_total or stop.training_iteration), inside the trial, in parallel "
+        "with the others: its final policy over `duration` episodes. With `metric: "
+        "evaluation/...` and `scope: last`, trials are ranked by it.",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether trials evaluate at all (periodically or at the end)."""
+        return bool(self.interval or self.at_end)
 
 
 class MultiAgentSpec(_Model):

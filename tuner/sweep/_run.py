@@ -297,7 +297,9 @@ def _confirm(
     for trial in stage.trials:
         if trial.status != TrialStatus.TERMINATED:
             scores[trial.trial_id] = None
-        elif spec.evaluation.interval:
+        elif spec.evaluation.at_end and spec.metric.startswith("evaluation/"):
+            scores[trial.trial_id] = trial.metric  # its final evaluation, in the trial
+        elif spec.evaluation.enabled:
             scores[trial.trial_id] = _final_evaluation(spec, trial, storage_path, summary)
         else:
             scores[trial.trial_id] = trial.score

@@ -17,6 +17,7 @@ from tuner.results import lookup
 from tuner.rllib import (
     CODE_KEY,
     CONFIRM_KEY,
+    FINAL_EVAL_KEY,
     FLAT_DEFAULTS_KEY,
     HOLD_RATIO_KEY,
     VECTOR_ENVS_KEY,
@@ -66,6 +67,11 @@ def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
         params[FLAT_DEFAULTS_KEY] = True
     if vector_defaults_apply(spec):
         params[VECTOR_ENVS_KEY] = most_vector_envs(spec)
+    if spec.evaluation.at_end:
+        params[FINAL_EVAL_KEY] = {
+            "env_steps": spec.stop.timesteps_total,
+            "iterations": spec.stop.training_iteration,
+        }
     return params
 
 

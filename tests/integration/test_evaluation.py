@@ -1,0 +1,76 @@
+"""Evaluation as the policy is used: deterministic actions, and `evaluation.at_end`, a
+final evaluation inside each trial when its budget is spent, which ranks the trials
+and scores a confirmation's seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import tiny_spec
+from tuner.sweep import run_sweep
+
+pytestmark = pytest.mark.integration
+
+
+class Results:
+    """Every result of every trial, as Tune hands them to callbacks."""
+
+    def __init__(self) -> None:
+        from ray import tune
+
+        outer = self
+        self.by_trial: dict[str, list[dict]] = {}
+
+        class Collect(tune.Callback):
+            def on_trial_result(self, iteration, trials, trial, result, **info):
+                outer.by_trial.setdefault(trial.trial_id, []).append(result)
+
+        self.callback = Collect()
+
+
+def test_at_end_evaluates_once_when_the_budget_is_spent_and_ranks_by_it(ray_local, tmp_path):
+    results = Results()
+    spec = tiny_spec(
+        name="at-end",
+        search={"method": "grid", "space": {"lr": {"grid": [1e-3, 3e-4]}}},
+        stop={"timesteps_total": 300},  # 128 a batch: the third iteration ends it
+        evaluation={"at_end": True, "duration": 2},
+        metric="evaluation/env_runners/episode_return_mean",
+        scope="last",
+        confirm={"top_k": 1, "seeds": 2},
+    )
+    summary = run_sweep(
+        spec, storage_path=tmp_path / "tune", progress=False, callbacks=[results.callback]
+    )
+    assert summary.status == "SUCCEEDED", summary
+    search = [t for t in summary.trials if t.stage == "search"]
+    assert len(search) == 2
+    for trial in search:
+        history = results.by_trial[trial.trial_id]
+        evaluated = [r for r in history if "evaluation" in r]
+        # only the last iteration evaluates, and only once its env steps reach 300
+        assert [r["training_iteration"] for r in evaluated] == [len(history)] == [3]
+        final = evaluated[0]["evaluation"]["env_runners"]
+        assert final["num_episodes"] >= 2
+        assert trial.score == final["episode_return_mean"] == trial.metric
+    best = max(search, key=lambda t: t.score)
+    assert summary.best.trial_id == best.trial_id
+    (confirmed,) = summary.confirmation
+    runs = {t.trial_id: t for t in summary.trials}
+    # each seed's score is its own final evaluation, in its trial
+    assert confirmed.scores == [runs[t].metric for t in confirmed.trials]
+    assert all(s is not None for s in confirmed.scores)
+
+
+def test_evaluation_plays_the_policy_deterministically(ray_local):
+    """RLlib evaluates with `explore` as the training env runners do (stochastic) unless
+    told otherwise: every evaluation a spec asks for is deterministic."""
+    from tuner.rllib import build_config
+
+    built = build_config(tiny_spec(evaluation={"interval": 2}))
+    assert built.get_evaluation_config_object().explore is False
+    assert built.explore is True  # training still explores
+    at_end = build_config(tiny_spec(evaluation={"at_end": True}, stop={"training_iteration": 2}))
+    assert at_end.get_evaluation_config_object().explore is False
+    # RLlib never evaluates on its own: the trial does, at the end of its budget
+    assert at_end.evaluation_interval > 10**9
