@@ -18,6 +18,7 @@ from tuner.spec._errors import SpecError, SpecIssue, issues_from_validation_erro
 from tuner.spec._load import json_schema, load_spec, parse_spec
 from tuner.spec._models import ExperimentSpec
 from tuner.spec._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
+from tuner.spec._schedule import budget_in, resolved_scheduler, search_trials
 from tuner.spec._sections import (
     ALGORITHMS,
     GYM_ID_RE,
@@ -56,6 +57,7 @@ __all__ = [
     "SpecError",
     "SpecIssue",
     "StopSpec",
+    "budget_in",
     "check_code_refs",
     "check_data",
     "check_space_code_refs",
@@ -71,4 +73,6 @@ __all__ = [
     "resolve_code_refs",
     "resolve_paths",
     "resolve_space",
+    "resolved_scheduler",
+    "search_trials",
 ]

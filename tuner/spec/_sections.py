@@ -144,18 +144,34 @@ class SchedulerSpec(_Model):
     time_attr: Literal["training_iteration", "num_env_steps_sampled_lifetime", "time_total_s"] = (
         Field("training_iteration", description="Result key that measures a trial's progress.")
     )
-    grace_period: int = Field(
-        1, ge=1, description="asha/median: progress before a trial may be stopped."
+    grace_period: int | None = Field(
+        None,
+        ge=1,
+        description="asha/median: progress before a trial may be stopped. Default: from "
+        "the budget (the stop criterion in time_attr) and the number of trials "
+        "(tuner/spec/scheduler_defaults.yaml), else 1.",
     )
-    max_t: int = Field(100, ge=1, description="asha: the most progress any trial gets.")
-    reduction_factor: float = Field(3.0, gt=1, description="asha: halving rate.")
+    max_t: int | None = Field(
+        None,
+        ge=1,
+        description="asha: the most progress any trial gets. Default: the budget, else 100.",
+    )
+    reduction_factor: float | None = Field(None, gt=1, description="asha: halving rate. Default 3.")
+    min_samples_required: int | None = Field(
+        None,
+        ge=1,
+        description="median: trials with results before any is judged. Default: 5, at most "
+        "half the trials (at least 2); 2 without a budget.",
+    )
     perturbation_interval: int = Field(
         2, ge=1, description="pbt/pb2: progress (time_attr) between perturbations."
     )
 
     @model_validator(mode="after")
     def _grace_below_max(self) -> SchedulerSpec:
-        if self.type == "asha" and self.grace_period > self.max_t:
+        if self.type != "asha" or self.grace_period is None or self.max_t is None:
+            return self
+        if self.grace_period > self.max_t:
             raise ValueError(f"grace_period ({self.grace_period}) must be <= max_t ({self.max_t})")
         return self
 
@@ -164,9 +180,8 @@ class SchedulerSpec(_Model):
         counts them); 0 for another scheduler. A service limits it (TUNER_MAX_ASHA_RUNGS)."""
         if self.type != "asha":
             return 0
-        return 1 + math.floor(
-            math.log(self.max_t / self.grace_period) / math.log(self.reduction_factor)
-        )
+        max_t, grace = self.max_t or 100, self.grace_period or 1
+        return 1 + math.floor(math.log(max_t / grace) / math.log(self.reduction_factor or 3))
 
 
 class StopSpec(_Model):

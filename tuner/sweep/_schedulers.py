@@ -58,13 +58,15 @@ def build_scheduler(
     if spec.type == "asha":
         return ASHAScheduler(
             time_attr=spec.time_attr,
-            grace_period=spec.grace_period,
-            max_t=spec.max_t,
-            reduction_factor=spec.reduction_factor,
+            grace_period=spec.grace_period or 1,
+            max_t=spec.max_t or 100,
+            reduction_factor=spec.reduction_factor or 3,
         )
     if spec.type == "median":
         return MedianStoppingRule(
-            time_attr=spec.time_attr, grace_period=spec.grace_period, min_samples_required=2
+            time_attr=spec.time_attr,
+            grace_period=spec.grace_period or 1,
+            min_samples_required=spec.min_samples_required or 2,
         )
     if spec.type == "pbt":
         mutations: dict[str, Any] = {

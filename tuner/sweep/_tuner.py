@@ -38,7 +38,7 @@ from tuner.rllib import (
     vector_defaults_apply,
 )
 from tuner.search_spaces import Domain
-from tuner.spec import ExperimentSpec
+from tuner.spec import ExperimentSpec, resolved_scheduler
 from tuner.sweep._schedulers import build_scheduler
 from tuner.sweep._stoppers import SweepStopper
 
@@ -158,7 +158,7 @@ def build_tuner(
             mode=spec.mode,
             num_samples=spec.search.num_samples,
             search_alg=_search_alg(spec),
-            scheduler=build_scheduler(spec.scheduler, space, params),
+            scheduler=build_scheduler(resolved_scheduler(spec, space), space, params),
             max_concurrent_trials=spec.max_concurrent_trials
             if spec.search.method == "optuna"
             else None,

@@ -9,8 +9,7 @@ import math
 
 from tuner.rllib import check_fits, trial_resources
 from tuner.search_spaces import Domain
-from tuner.spec import ExperimentSpec, SpecError, resolve_space
-from tuner.validation._validate import grid_trials
+from tuner.spec import ExperimentSpec, SpecError, resolve_space, search_trials
 from tuner.views import Issue, Plan
 
 
@@ -62,7 +61,7 @@ def plan_spec(
     (tuner.search_spaces.resolve_space, the one validation used), resolved here when
     not given."""
     space = resolve_space(spec) if space is None else space
-    trials = grid_trials(spec, space)
+    trials = search_trials(spec, space)
     confirm = spec.confirm.top_k * spec.confirm.seeds if spec.confirm else 0
     total, bundles = trial_resources(spec)
     problems: list[Issue] = []

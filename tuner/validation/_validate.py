@@ -26,6 +26,8 @@ from tuner.spec import (
     check_space_code_refs,
     module_allowed,
     resolve_space,
+    resolved_scheduler,
+    search_trials,
 )
 
 # Spec sections own these; setting them under `config` would fight the spec.
@@ -75,15 +77,6 @@ def _fixed_and_searched(spec: ExperimentSpec, space: dict[str, Domain]) -> list[
             )
         )
     return issues
-
-
-def grid_trials(spec: ExperimentSpec, space: dict[str, Domain]) -> int:
-    """How many search trials the spec makes: the grid's size times num_samples."""
-    size = 1
-    for dom in space.values():
-        if dom.kind == "grid":
-            size *= len(dom.args)
-    return size * spec.search.num_samples
 
 
 def validate_spec(
@@ -150,7 +143,7 @@ def validate_spec(
     )
     issues: list[SpecIssue] = []
     warnings = preset_warnings(spec.algorithm)
-    if spec.scheduler.type in POPULATION_SCHEDULERS and grid_trials(spec, space) < 2:
+    if spec.scheduler.type in POPULATION_SCHEDULERS and search_trials(spec, space) < 2:
         warnings.append(
             f"scheduler {spec.scheduler.type} with one trial perturbs nothing: a trial "
             "only ever clones a better one (search.num_samples >= 2, 4 or more to be useful)"
@@ -300,7 +293,7 @@ def _limits(
 ) -> list[SpecIssue]:
     """The service's limits the spec exceeds, each naming its setting."""
     issues = []
-    trials = grid_trials(spec, space)
+    trials = search_trials(spec, space)
     if max_trials is not None and trials > max_trials:
         issues.append(
             SpecIssue(
@@ -310,7 +303,7 @@ def _limits(
                 f"most {max_trials} per sweep (TUNER_MAX_TRIALS)",
             )
         )
-    rungs = spec.scheduler.asha_rungs()
+    rungs = resolved_scheduler(spec, space).asha_rungs()
     if max_asha_rungs is not None and rungs > max_asha_rungs:
         issues.append(
             SpecIssue(
