@@ -231,11 +231,10 @@ def run(
 
 
 def _import_and_open(tracking_uri: str) -> None:
-    """`tuner run`'s thread beside the Ray start: RLlib and torch, then MLflow's store."""
-    from tuner.sweep import import_driver
+    """`tuner run`'s thread beside the Ray start: the driver's modules (RLlib, torch,
+    Tune, MLflow: tuner.sweep imports them), then MLflow's store."""
+    import tuner.sweep  # noqa: F401 - seconds of imports, off the main thread
     from tuner.tracking import open_store
-
-    import_driver()
 
     open_store(tracking_uri)
 

@@ -35,28 +35,64 @@ def _processes_under(path: str) -> list[str]:
     return found
 
 
-def test_a_spec_refused_after_the_ray_start_exits_2_and_leaves_no_ray_behind(tmp_path):
+def run_cli(args: list[str], ray_tmp: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.cli", *args],
+        cwd=ROOT,
+        env={**os.environ, "RAY_TMPDIR": ray_tmp, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_spec_refused_before_the_ray_start_exits_2_and_starts_no_ray(tmp_path):
+    """`tuner run` validates the spec (every problem, in one pass) before it starts Ray."""
     spec = {
         "name": "refused",
         "algorithm": "PPO",
         "env": "CartPole-v1",
         "config": {"train_batch_size_per_learner": 128, "no_such": 1},
+        "resources": {"num_env_runners": 64},
     }
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
     ray_tmp = tempfile.mkdtemp(prefix="tr-", dir="/tmp")  # short: Ray's socket paths
     try:
-        env = {**os.environ, "RAY_TMPDIR": ray_tmp, "TUNER_DATA_DIR": str(tmp_path / "d")}
-        out = subprocess.run(
-            [sys.executable, "-m", "tuner.cli", "run", str(path)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        out = run_cli(["run", str(path)], ray_tmp, TUNER_DATA_DIR=str(tmp_path / "d"))
+        assert out.returncode == 2, out.stderr[-2000:]
+        said = " ".join((out.stdout + out.stderr).split())
+        # both problems in one answer: RLlib's key check and the fit on this machine
+        assert "config.no_such" in said and "resources.num_env_runners" in said
+        assert "Traceback" not in out.stderr
+        assert not list(Path(ray_tmp).glob("ray/session_*")), "a Ray was started"
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_a_run_refused_after_the_ray_start_exits_2_and_leaves_no_ray_behind(tmp_path):
+    """A resume whose Tune storage cannot be listed (a file in its way) fails once Ray
+    is up: exit 2, the path named, and Ray's processes gone with the run."""
+    spec = {
+        "name": "refused",
+        "algorithm": "PPO",
+        "env": "CartPole-v1",
+        "config": {"train_batch_size_per_learner": 128},
+    }
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the Tune storage should be")
+    ray_tmp = tempfile.mkdtemp(prefix="tr-", dir="/tmp")
+    try:
+        out = run_cli(
+            ["run", str(path), "--resume"],
+            ray_tmp,
+            TUNER_DATA_DIR=str(tmp_path / "d"),
+            TUNER_STORAGE_PATH=str(blocked),
         )
         assert out.returncode == 2, out.stderr[-2000:]
-        assert "config.no_such" in out.stdout + out.stderr
+        assert str(blocked) in out.stdout + out.stderr
         assert "Traceback" not in out.stderr
         assert list(Path(ray_tmp).glob("ray/session_*")), "the run started no Ray of its own"
         deadline = time.monotonic() + 2  # Ray's processes die with it, given time
