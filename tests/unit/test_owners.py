@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
 import tuner
+from tests.source import strings
 from tuner import algorithms as registry
 from tuner import mlflow_names, tune_paths
 from tuner.api import create_app
@@ -23,20 +24,7 @@ PACKAGE = Path(tuner.__file__).parent
 
 
 def string_constants(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    return {
-        n.value
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
-    }
+    return set(strings(ast.parse(path.read_text())))
 
 
 # (module, value): where a word that is also one of our MLflow names means something else

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 import tuner
+from tests.source import strings
 from tuner import statuses
 from tuner.api import create_app
 from tuner.settings import Settings
@@ -36,24 +37,6 @@ NOT_A_STATUS = {
 FROZEN = ("store/migrations/",)
 # modules whose strings may name statuses in prose (a list there drives nothing)
 PROSE = {"ray_internals.py": "why each private name of Ray is used, in words about Tune's"}
-
-
-def strings(tree: ast.Module) -> list[str]:
-    """Every string constant of a module but its docstrings (prose): literals, dict keys,
-    `Literal[...]` arguments, the constant parts of f-strings."""
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    return [
-        n.value
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
-    ]
 
 
 def spelled(module: str, tree: ast.Module) -> list[str]:
