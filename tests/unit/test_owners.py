@@ -30,9 +30,9 @@ def string_constants(path: Path) -> set[str]:
 # (module, value): where a word that is also one of our MLflow names means something else
 NOT_THE_NAME = {
     ("spec/_models.py", "search"): "the spec's search section",
-    ("cli.py", "search"): "the spec's search section",
+    ("cli/_remote.py", "search"): "the spec's search section",
     ("validation/_validate.py", "search"): "the spec's search section, as a loc",
-    ("cli.py", "trial"): "a table column",
+    ("cli/_remote.py", "trial"): "a table column",
     ("sweep/_progress.py", "trial"): "a table column",
     ("spec/_sections.py", "training_iteration"): "the spec's own stop key and time_attr value",
     (

@@ -209,7 +209,7 @@ def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch)
     """`tuner run` checks the spec, its fit on this machine (stubbed here: a 2-CPU node)
     included, before it starts Ray or opens MLflow: nothing starts for a spec that
     cannot run."""
-    import tuner.cli
+    import tuner.cli._local
 
     for var in ("TUNER_RAY_ADDRESS", "TUNER_CLUSTER_MAX_NODES", "TUNER_CLUSTER_FIT_CHECK"):
         monkeypatch.delenv(var, raising=False)
@@ -217,7 +217,7 @@ def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch)
     from tuner import launcher
 
     monkeypatch.setattr(launcher, "ensure_ray", lambda address=None, **_: started.append(address))
-    monkeypatch.setattr(tuner.cli, "target_nodes", lambda settings: [{"CPU": 2.0}])
+    monkeypatch.setattr(tuner.cli._local, "target_nodes", lambda settings: [{"CPU": 2.0}])
     path = tmp_path / "big.json"
     big = {"name": "big", "algorithm": "PPO", "env": "CartPole-v1"}
     path.write_text(json.dumps(big | {"resources": {"num_env_runners": 64}}))

@@ -1,0 +1,48 @@
+"""The `tuner` command's Typer app and what its commands share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tuner.settings import Settings
+from tuner.spec import SpecError
+
+app = typer.Typer(
+    help="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked in MLflow.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+err = Console(stderr=True)
+
+
+def _print_issues(error: SpecError, path: Path) -> None:
+    err.print(f"[red]{path}: {len(error.issues)} problem(s)[/red]")
+    for issue in error.issues:
+        err.print(f"  {issue}", markup=False, highlight=False)
+
+
+AllowModule = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-module",
+        help="Allow code from this module (and its submodules) by import path "
+        "'module:Name' in the spec (repeatable; adds to TUNER_ALLOWED_MODULES).",
+    ),
+]
+
+
+def _allowed(settings: Settings, extra: list[str] | None) -> list[str]:
+    return [*settings.allowed_module_list, *(m.strip() for m in extra or [] if m.strip())]
+
+
+class _Ending:
+    """How this process is ending, for _end_without_teardown."""
+
+    code: int | None = None  # the exit code, once `main` has seen it
+    after_ray: bool = False  # `tuner run` began its Ray: end without the teardown

@@ -1,0 +1,208 @@
+"""Commands that talk to a running service over HTTP: submit, status, stop, resume,
+delete; and the spec's JSON schema."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from tuner.settings import Settings
+from tuner.statuses import TERMINAL, TRIAL_ENDED, SweepStatus
+
+if TYPE_CHECKING:
+    import httpx
+
+
+from tuner.cli._app import app, err
+
+
+def _client(url: str | None) -> httpx.Client:
+    import httpx
+
+    settings = Settings()
+    base = url or os.environ.get("TUNER_URL") or f"http://{settings.host}:{settings.port}"
+    headers = {"Authorization": f"Bearer {settings.api_token}"} if settings.api_token else {}
+    return httpx.Client(base_url=base.rstrip("/") + "/api/v1", headers=headers, timeout=30)
+
+
+def _call(method: str, url: str | None, path: str, **kwargs: object) -> dict:
+    import httpx
+
+    try:
+        with _client(url) as client:
+            response = client.request(method, path, **kwargs)
+    except httpx.HTTPError as e:
+        err.print(f"cannot reach the tuner server: {e}")
+        raise typer.Exit(3) from None
+    if response.status_code >= 400:
+        detail = response.json().get("detail") if response.content else response.reason_phrase
+        if isinstance(detail, list):
+            for issue in detail:
+                err.print(
+                    f"  {issue.get('loc')}: {issue.get('msg')} (got "
+                    f"{json.dumps(issue.get('value'), default=str)})",
+                    highlight=False,
+                )
+        else:
+            err.print(f"{response.status_code}: {detail}", highlight=False)
+        raise typer.Exit(2 if response.status_code in (400, 404, 409, 413, 422) else 1)
+    return response.json() if response.content else {}
+
+
+UrlOpt = Annotated[str | None, typer.Option("--url", help="Server URL (TUNER_URL).")]
+
+
+@app.command()
+def submit(
+    file: Annotated[Path, typer.Argument(help="Spec file (YAML or JSON).")],
+    wait: Annotated[bool, typer.Option(help="Follow the sweep until it ends.")] = False,
+    url: UrlOpt = None,
+) -> None:
+    """Submit a sweep to a running server; prints its id."""
+    ctype = "application/json" if file.suffix == ".json" else "application/yaml"
+    try:
+        body = file.read_bytes()
+    except OSError as e:
+        err.print(f"{file}: {e.strerror}")
+        raise typer.Exit(2) from None
+    exp = _call("POST", url, "/experiments", content=body, headers={"Content-Type": ctype})
+    for w in exp.get("warnings", []):
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    typer.echo(exp["id"])
+    if wait:
+        try:
+            exp = _wait(url, exp["id"])
+        except KeyboardInterrupt:
+            err.print(f"stopped following; the sweep runs on (`tuner stop {exp['id']}` stops it)")
+            raise typer.Exit(130) from None
+        raise typer.Exit(0 if exp["status"] == SweepStatus.SUCCEEDED else 1)
+
+
+def _wait(url: str | None, experiment_id: str) -> dict:
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[best]}"),
+        console=err,
+    ) as bar:
+        task = bar.add_task(experiment_id, total=None, best="")
+        while True:
+            exp = _call("GET", url, f"/experiments/{experiment_id}")
+            counts = exp.get("trial_counts", {})
+            done = sum(counts.get(s, 0) for s in TRIAL_ENDED)
+            total = max(sum(counts.values()), exp["spec"]["search"]["num_samples"])
+            trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
+            best = [t["best_metric"] for t in trials if t.get("best_metric") is not None]
+            best_s = f"best {max(best) if exp['mode'] == 'max' else min(best):.4g}" if best else ""
+            bar.update(
+                task,
+                completed=done,
+                total=total,
+                description=f"{exp['name']} {exp['status']}",
+                best=best_s,
+            )
+            if exp["status"] in TERMINAL:
+                return exp
+            time.sleep(2)
+
+
+@app.command()
+def status(
+    experiment_id: Annotated[str | None, typer.Argument(help="Sweep id; none lists all.")] = None,
+    url: UrlOpt = None,
+    output: Annotated[str, typer.Option(help="table or json.")] = "table",
+) -> None:
+    """Show one sweep (with its trials) or list sweeps."""
+    from rich.table import Table
+
+    out = Console()
+    if experiment_id is None:
+        data = _call("GET", url, "/experiments", params={"limit": 200})
+        if output == "json":
+            typer.echo(json.dumps(data, indent=2))
+            return
+        table = Table("id", "name", "status", "algorithm", "trials", "best")
+        for e in data["items"]:
+            best = e.get("best") or {}
+            table.add_row(
+                e["id"],
+                e["name"],
+                e["status"],
+                e["algorithm"],
+                str(sum(e["trial_counts"].values())),
+                f"{best['metric_value']:.4g}" if best else "-",
+            )
+        out.print(table)
+        return
+    exp = _call("GET", url, f"/experiments/{experiment_id}")
+    trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
+    if output == "json":
+        typer.echo(json.dumps({**exp, "trials": trials}, indent=2))
+        return
+    out.print(f"[bold]{exp['name']}[/bold] ({exp['id']}): {exp['status']}")
+    if exp.get("error"):
+        out.print(f"[red]{exp['error']}[/red]", highlight=False)
+    table = Table("trial", "status", "iter", "env steps", "metric", "config")
+    for t in trials:
+        table.add_row(
+            t["trial_id"],
+            t["status"],
+            str(t["iterations"]),
+            str(t["env_steps"]),
+            "-" if t["metric"] is None else f"{t['metric']:.4g}",
+            json.dumps(t["config"]),
+        )
+    out.print(table)
+    if exp.get("best"):
+        out.print(
+            "best: " + json.dumps(exp["best"]["config"]) + f" -> {exp['best']['metric_value']:.4g}",
+            highlight=False,
+        )
+
+
+@app.command()
+def stop(experiment_id: str, url: UrlOpt = None) -> None:
+    """Stop a sweep gracefully (trials checkpoint and end)."""
+    exp = _call("POST", url, f"/experiments/{experiment_id}/stop")
+    typer.echo(f"{experiment_id}: {exp['status']}")
+
+
+@app.command()
+def resume(experiment_id: str, url: UrlOpt = None) -> None:
+    """Continue a STOPPED or FAILED sweep (same MLflow parent run, trials from their
+    checkpoints)."""
+    exp = _call("POST", url, f"/experiments/{experiment_id}/resume")
+    typer.echo(f"{experiment_id}: {exp['status']}")
+
+
+@app.command()
+def delete(
+    experiment_id: str,
+    purge: Annotated[
+        bool,
+        typer.Option("--purge", help="Also delete its Tune files (checkpoints) and MLflow runs."),
+    ] = False,
+    url: UrlOpt = None,
+) -> None:
+    """Remove a finished sweep from the service."""
+    # a purge of a big run directory (or one on an object store) takes a while
+    _call("DELETE", url, f"/experiments/{experiment_id}", params={"purge": purge}, timeout=660)
+    typer.echo(f"{experiment_id}: deleted" + (" and purged" if purge else ""))
+
+
+@app.command("schema")
+def schema() -> None:
+    """Print the spec's JSON Schema."""
+    from tuner.spec import json_schema
+
+    typer.echo(json.dumps(json_schema(), indent=2))
