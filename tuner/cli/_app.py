@@ -18,7 +18,8 @@ app = typer.Typer(
 )
 
 
-err = Console(stderr=True)
+# soft_wrap: a path or id in a message is never broken across lines (it must paste)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _print_issues(error: SpecError, path: Path) -> None:
