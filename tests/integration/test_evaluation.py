@@ -74,3 +74,26 @@ def test_evaluation_plays_the_policy_deterministically(ray_local):
     assert at_end.get_evaluation_config_object().explore is False
     # RLlib never evaluates on its own: the trial does, at the end of its budget
     assert at_end.evaluation_interval > 10**9
+
+
+def test_optuna_learns_from_the_final_evaluation(ray_local, tmp_path):
+    """Tune's OptunaSearch raised a KeyError on every result without the metric (an
+    evaluation metric exists only where a trial evaluates): the sweep ended. Ours tells
+    Optuna each trial's final evaluation."""
+    spec = tiny_spec(
+        name="at-end-optuna",
+        search={
+            "method": "optuna",
+            "num_samples": 2,
+            "space": {"lr": {"loguniform": [1e-4, 1e-2]}},
+        },
+        stop={"timesteps_total": 300},
+        evaluation={"at_end": True, "duration": 2},
+        metric="evaluation/env_runners/episode_return_mean",
+        scope="last",
+    )
+    summary = run_sweep(spec, storage_path=tmp_path / "tune", progress=False)
+    assert summary.status == "SUCCEEDED", summary
+    assert len(summary.trials) == 2
+    assert all(t.status == "TERMINATED" and t.iterations == 3 for t in summary.trials)
+    assert all(t.score is not None and t.score == t.metric for t in summary.trials)

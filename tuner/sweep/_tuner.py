@@ -80,11 +80,24 @@ def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any
     return apply_values(trial_params(spec), {key: dom.to_tune() for key, dom in space.items()})
 
 
+class TunerOptunaSearch(OptunaSearch):
+    """Tune's OptunaSearch, told only the results that carry the metric.
+
+    Tune's own raises a KeyError (and ends the sweep) on an intermediate result without
+    the metric: an evaluation metric exists only on the iterations that evaluate
+    (`evaluation.at_end`: the last one). A trial whose final result lacks it is told to
+    Optuna as pruned, as Tune's does."""
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        if self.metric in result:
+            super().on_trial_result(trial_id, result)
+
+
 def _search_alg(spec: ExperimentSpec) -> Searcher | BasicVariantGenerator:
     if spec.search.method == "optuna":
         import optuna
 
-        return OptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.seed))
+        return TunerOptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.seed))
     # A SearchAlgorithm, not a Searcher: Tune ignores TuneConfig.max_concurrent_trials for it.
     return BasicVariantGenerator(
         max_concurrent=spec.max_concurrent_trials or 0, random_state=spec.seed
