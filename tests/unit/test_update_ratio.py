@@ -25,7 +25,7 @@ from tuner.rllib._update_ratio import (
     num_envs_of,
     update_ratio,
 )
-from tuner.spec import ALGORITHMS, PRESETS, parse_spec
+from tuner.spec import ALGORITHMS, PRESETS, parse_spec, resolve_space
 from tuner.sweep._tuner import trial_params
 
 # every algorithm and preset whose trials sample in rounds (DQN and its presets); SAC has
@@ -183,6 +183,30 @@ def test_a_spec_setting_the_intensity_keeps_it_with_the_vectorised_defaults():
     assert flat_defaults_apply(spec) and not holds_update_ratio(spec)
     ratio, batch, fragment = as_run_flat(spec, {})
     assert (ratio, batch) == (pytest.approx(8), 32)
+
+
+@pytest.mark.parametrize("flat", ["1", "0"])
+def test_the_default_spaces_sampled_intensity_is_the_ratio_the_trial_runs(flat, monkeypatch):
+    """DQN's default space searches the update ratio (training_intensity, samples trained
+    per env step): each sampled value, with each sampled batch, is the ratio the trial
+    runs, on the flat path (its vectorised defaults) and on RLlib's own round robin."""
+    monkeypatch.setenv("TUNER_FAST_REPLAY", flat)
+    spec = spec_of("DQN", stop={"timesteps_total": 50_000})
+    space = resolve_space(spec)
+    assert set(space["training_intensity"].args) == {8, 16, 32, 64}
+    assert flat_defaults_apply(spec) == (flat == "1")
+    for intensity, batch in itertools.product(
+        space["training_intensity"].args, space["train_batch_size_per_learner"].args
+    ):
+        sampled = {"training_intensity": intensity, "train_batch_size_per_learner": batch}
+        params = as_trial_runs({**trial_params(spec), **sampled}, "DQN")
+        assert params["training_intensity"] == intensity  # as sampled, as reported
+        if flat == "1":
+            ratio, train_batch, _ = as_run_flat(spec, sampled)
+        else:
+            ratio, train_batch, _ = as_run(spec, sampled)
+        assert (ratio, train_batch) == (pytest.approx(intensity, rel=1e-9), batch)
+        assert derived_settings({**trial_params(spec), **sampled}, spec)[0] == {}
 
 
 def test_the_switch_that_turns_the_flat_path_off_turns_its_defaults_off(monkeypatch):
