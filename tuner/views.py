@@ -435,6 +435,12 @@ class Plan(_View):
     fits: bool = Field(..., description="Whether one trial can be placed on the cluster.")
     problems: list[Issue] = Field(default_factory=list, description="Every problem, by field.")
     search_keys: list[str] = Field(default_factory=list, description="The keys searched.")
+    base_settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The env's base settings in force (tuner/search_spaces/env_settings.yaml: "
+        "what rl-zoo3's tuner keeps from its yml files), each only where the spec sets none; "
+        "`source` names the yml entry.",
+    )
 
 
 def with_mlflow_url(trial: TrialView, ui_url: str | None, experiment_id: str | None) -> TrialView:

@@ -10,6 +10,7 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from tuner.rllib._envs import env_config_for
 from tuner.rllib._envs import env_name as _env_name
 from tuner.rllib._multi_agent import apply_multi_agent
+from tuner.rllib._observations import mean_std_connector, mean_std_connector_multi_agent
 from tuner.rllib._settings import code_settings, fixed_settings, vector_defaults_apply
 from tuner.rllib._trainables import TRAINABLES
 from tuner.rllib._update_ratio import _ENVS, num_envs_of, own_num_envs
@@ -58,6 +59,10 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
     )
     if model or spec.model:
         config.rl_module(model_config={**model, **spec.model})
+    if spec.observations_normalized:
+        multi = spec.multi_agent is not None
+        connector = mean_std_connector_multi_agent if multi else mean_std_connector
+        config.env_runners(env_to_module_connector=connector)
     if spec.multi_agent is not None:
         apply_multi_agent(config, spec.multi_agent)
     if spec.evaluation.enabled:

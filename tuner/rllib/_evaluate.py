@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from tuner.mlflow_names import (
     parse_model_version_uri,
 )
 from tuner.rllib._envs import make_env, register_env
+from tuner.rllib._observations import filter_from_checkpoint
 from tuner.rllib._trainables import CHECKPOINT_META
 from tuner.spec import MultiAgentSpec
 
@@ -136,6 +138,8 @@ def evaluate_checkpoint(
         multi_agent = (
             MultiAgentSpec.model_validate(meta["multi_agent"]) if meta.get("multi_agent") else None
         )
+        # the observations as the policy saw them (normalize_observations), else as is
+        seen = filter_from_checkpoint(path) or _as_is
         if multi_agent is None:
             modules = {None: RLModule.from_checkpoint(str(path / MODULE_DIR))}
         elif render_to is not None:
@@ -158,11 +162,11 @@ def evaluate_checkpoint(
         for episode in range(episodes):
             if multi_agent is None:
                 total, steps = _single_agent_episode(
-                    env, modules[None], seed + episode, max_steps, render_to, episode == 0
+                    env, modules[None], seed + episode, max_steps, render_to, episode == 0, seen
                 )
             else:
                 total, steps = _multi_agent_episode(
-                    env, modules, multi_agent, seed + episode, max_steps, out
+                    env, modules, multi_agent, seed + episode, max_steps, out, seen
                 )
             out.returns.append(total)
             out.lengths.append(steps)
@@ -173,15 +177,25 @@ def evaluate_checkpoint(
     return out
 
 
+def _as_is(agent: Any, obs: Any) -> Any:
+    return obs
+
+
 def _single_agent_episode(
-    env: Any, module: Any, seed: int, max_steps: int, render_to: Path | None, render: bool
+    env: Any,
+    module: Any,
+    seed: int,
+    max_steps: int,
+    render_to: Path | None,
+    render: bool,
+    seen: Callable[[Any, Any], Any] = _as_is,
 ) -> tuple[float, int]:
     obs, _ = env.reset(seed=seed)
     total, steps, done, frames = 0.0, 0, False, []
     while not done and steps < max_steps:
         if render_to is not None and render:
             frames.append(env.render())
-        obs, reward, terminated, truncated, _ = env.step(_act(module, obs))
+        obs, reward, terminated, truncated, _ = env.step(_act(module, seen(None, obs)))
         total += float(reward)
         steps += 1
         done = terminated or truncated
@@ -197,6 +211,7 @@ def _multi_agent_episode(
     seed: int,
     max_steps: int,
     out: Evaluation,
+    seen: Callable[[Any, Any], Any] = _as_is,
 ) -> tuple[float, int]:
     """One episode of a MultiAgentEnv (RLlib's conventions): each agent that observes and
     has not ended acts by its policy's module; returns per agent and per policy go into
@@ -206,7 +221,7 @@ def _multi_agent_episode(
     steps, done = 0, False
     while not done and steps < max_steps:
         actions = {
-            agent: _act(modules[multi_agent.policy_of(agent)], agent_obs)
+            agent: _act(modules[multi_agent.policy_of(agent)], seen(agent, agent_obs))
             for agent, agent_obs in obs.items()
         }
         obs, rewards, terminateds, truncateds, _ = env.step(actions)

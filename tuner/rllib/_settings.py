@@ -97,6 +97,8 @@ def flat_defaults_apply(spec: ExperimentSpec) -> bool:
         return False
     if not _vectorisable(spec) or _chosen(spec) & _FLAT_BLOCKERS:
         return False
+    if spec.observations_normalized:  # a connector of its own: RLlib's replay path
+        return False
     if os.environ.get(_fast_replay.SWITCH, "1") == "0":
         return False
     if any(key.startswith("replay_buffer_config") for key in spec.search.space or {}):

@@ -53,8 +53,12 @@ def num_envs_of(spec: ExperimentSpec) -> int:
 
 
 def most_vector_envs(spec: ExperimentSpec) -> int:
-    """The env count of the algorithm's vectorised performance default (PPO: 8), which a
+    """The env count of the algorithm's vectorised performance default (PPO: 8), or the
+    env's base setting (rl-zoo3's n_envs: CartPole 8, LunarLander 16, MuJoCo 1), which a
     trial takes where its batch is large enough (envs_for_batch)."""
+    base = spec.base.num_envs_per_env_runner
+    if base is not None:
+        return int(base)
     return int(registry.get(spec.algorithm).performance_defaults[_ENVS])
 
 

@@ -1,6 +1,21 @@
-"""Search-space domains (uniform, loguniform, choice, grid, ...) and the default spaces
-of the algorithms, kept as data (defaults.yaml, read by tuner.algorithms)."""
+"""Search-space domains (uniform, loguniform, choice, grid, ...), the default spaces of
+the algorithms, kept as data (defaults.yaml, read by tuner.algorithms), and the base
+settings per env (env_settings.yaml)."""
 
 from tuner.search_spaces._domains import DOMAIN_KINDS, PB2_KINDS, Domain
+from tuner.search_spaces._env_settings import (
+    BaseSettings,
+    base_settings,
+    env_key,
+    env_settings_table,
+)
 
-__all__ = ["DOMAIN_KINDS", "PB2_KINDS", "Domain"]
+__all__ = [
+    "DOMAIN_KINDS",
+    "PB2_KINDS",
+    "BaseSettings",
+    "Domain",
+    "base_settings",
+    "env_key",
+    "env_settings_table",
+]

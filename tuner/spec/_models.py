@@ -19,6 +19,7 @@ from pydantic import (
 
 from tuner import algorithms as registry
 from tuner.mlflow_names import AGENT_RETURNS, LEARNERS_PREFIX, MODULE_RETURNS, RETURN_KEY
+from tuner.search_spaces import BaseSettings, base_settings
 
 # Every algorithm and preset of the registry (tuner/algorithms/*.yaml).
 from tuner.spec._sections import (
@@ -89,6 +90,15 @@ class ExperimentSpec(_Model):
         "reset) on an ALE id such as 'ALE/Breakout-v5', created with frameskip 1, no sticky "
         "actions and the minimal action set (env_config overrides them); without "
         "model.conv_filters the model gets the Nature DQN CNN. Omitted: the env as is.",
+    )
+    normalize_observations: bool | None = Field(
+        None,
+        description="Normalize each observation element by its running mean and std "
+        "(RLlib's MeanStdFilter env-to-module connector, clipped to +-10; rl-zoo3's "
+        "`normalize: true`). The statistics are kept with every checkpoint, and `tuner "
+        "evaluate` normalizes as the policy saw it. Not with your own "
+        "config.env_to_module_connector. Omitted: the env's base setting "
+        "(tuner/search_spaces/env_settings.yaml, from rl-zoo3's yml files), else off.",
     )
     config: dict[str, Any] = Field(
         default_factory=dict,
@@ -327,6 +337,26 @@ class ExperimentSpec(_Model):
     def custom_algorithm(self) -> bool:
         """Whether `algorithm` is the user's own training loop ('package.module:name')."""
         return ":" in self.algorithm
+
+    @property
+    def base(self) -> BaseSettings:
+        """The env's base settings for the algorithm (env_settings.yaml); none for a
+        training loop of the user's own."""
+        if self.custom_algorithm:
+            return BaseSettings()
+        return base_settings(self.env, self.base_algorithm)
+
+    @property
+    def observations_normalized(self) -> bool:
+        """Whether the trials normalize observations: `normalize_observations` as set,
+        else the env's base setting where the spec sets no connector of its own."""
+        if self.normalize_observations is not None:
+            return self.normalize_observations
+        if self.custom_algorithm or "env_to_module_connector" in self.config:
+            return False
+        if "env_to_module_connector" in (self.search.space or {}):
+            return False
+        return bool(self.base.normalize_observations)
 
     @property
     def base_algorithm(self) -> str:

@@ -6,8 +6,9 @@ and time its stop criteria allow, and whether it fits (`tuner plan`, `POST
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from tuner.rllib import check_fits, trial_resources
+from tuner.rllib import check_fits, trial_resources, vector_defaults_apply
 from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec, SpecError, resolve_space, search_trials
 from tuner.views import Issue, Plan
@@ -102,4 +103,20 @@ def plan_spec(
         fits=fits,
         problems=problems,
         search_keys=sorted(space),
+        base_settings=base_in_force(spec),
     )
+
+
+def base_in_force(spec: ExperimentSpec) -> dict[str, Any]:
+    """The env's base settings the spec's trials take (where it sets none), with their
+    source; {} where none applies."""
+    base = spec.base
+    out: dict[str, Any] = {}
+    if spec.normalize_observations is None and spec.observations_normalized:
+        out["normalize_observations"] = True
+    envs = base.num_envs_per_env_runner
+    if envs is not None and vector_defaults_apply(spec):
+        out["num_envs_per_env_runner"] = envs
+    if out:
+        out["source"] = f"rl_zoo3 hyperparams/{base.source}"
+    return out

@@ -192,6 +192,7 @@ def validate_spec(
             )
     issues += q_encoder_issues(spec, space)
     issues += population_issues(spec, space)
+    issues += normalize_issues(spec, space)
     if issues:
         raise SpecError(issues)
     if user_code:  # RLlib would import them while building the config: the driver checks
@@ -243,6 +244,25 @@ def q_encoder_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[Spe
             continue
         issues.append(SpecIssue(loc=loc, value=value, msg=msg))
     return issues
+
+
+def normalize_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
+    """`normalize_observations` is the env-to-module connector (RLlib's MeanStdFilter):
+    not beside one of the spec's own, fixed or searched."""
+    if not spec.normalize_observations:
+        return []
+    own = "env_to_module_connector"
+    if own in spec.config or own in space:
+        where = f"config.{own}" if own in spec.config else f"search.space.{own}"
+        return [
+            SpecIssue(
+                loc="normalize_observations",
+                value=True,
+                msg=f"it is an env-to-module connector; {where} sets one too: normalize "
+                "inside your own connector, or leave it out",
+            )
+        ]
+    return []
 
 
 def population_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
@@ -338,6 +358,15 @@ def _validate_custom(
                 )
             )
     refs += population_issues(spec, space)
+    if spec.normalize_observations:
+        refs.append(
+            SpecIssue(
+                loc="normalize_observations",
+                value=True,
+                msg="RLlib's MeanStdFilter connector; your training loop sees the env "
+                "as it is: normalize inside it",
+            )
+        )
     if refs:
         raise SpecError(refs)
     warnings: list[str] = []

@@ -1,0 +1,58 @@
+"""Base settings per env (env_settings.yaml): what rl-zoo3's tuner keeps from its yml
+files while it samples, each with its source; they apply where a spec sets none."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+_FILE = Path(__file__).with_name("env_settings.yaml")
+_VERSION = re.compile(r"-v\d+$")
+
+
+class BaseSettings(BaseModel):
+    """One env's base settings for one algorithm."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    normalize_observations: bool | None = None
+    num_envs_per_env_runner: int | None = Field(None, ge=1)
+    source: str = Field("", description="rl_zoo3 hyperparams file and entry")
+
+    def settings(self) -> dict[str, Any]:
+        """The settings it sets, without its source."""
+        return self.model_dump(exclude={"source"}, exclude_none=True)
+
+
+@functools.cache
+def _table() -> dict[str, dict[str, BaseSettings]]:
+    raw = yaml.safe_load(_FILE.read_text())
+    return {
+        env: {algo: BaseSettings.model_validate(entry) for algo, entry in per_algo.items()}
+        for env, per_algo in raw.items()
+    }
+
+
+def env_key(env: str | None) -> str | None:
+    """The key of a gymnasium id in the table: its name without namespace or version
+    (`CartPole-v1` -> `CartPole`); None for an import-path env or none."""
+    if not env or ":" in env:
+        return None
+    return _VERSION.sub("", env.rsplit("/", 1)[-1])
+
+
+def base_settings(env: str | None, algorithm: str) -> BaseSettings:
+    """The base settings of `env` for a base algorithm (PPO, APPO, ...); none set where
+    the table has no entry."""
+    key = env_key(env)
+    return _table().get(key or "", {}).get(algorithm, BaseSettings())
+
+
+def env_settings_table() -> dict[str, dict[str, BaseSettings]]:
+    """The whole table, as kept."""
+    return dict(_table())
