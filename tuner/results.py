@@ -49,3 +49,10 @@ def scope_value(values: list[float], scope: str, mode: str) -> float | None:
     if scope == "avg":
         return sum(finite) / len(finite)
     return max(finite) if mode == "max" else min(finite)
+
+
+def retries_of(failures: int, errored: bool) -> int:
+    """How many times a trial was restarted after a failure: Tune's failure count
+    (`Trial.num_failures`), less the last failure of a trial that ended in ERROR (that
+    one was not retried)."""
+    return max(int(failures or 0) - (1 if errored else 0), 0)

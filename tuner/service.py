@@ -82,7 +82,7 @@ def request_stop(store: Store, experiment_id: str) -> ExperimentRecord:
 
 
 def resume(store: Store, experiment_id: str) -> ExperimentRecord:
-    """STOPPED or FAILED -> QUEUED, with a fresh launch budget (attempts, stop flag and
+    """PARTIAL, STOPPED or FAILED -> QUEUED, with a fresh launch budget (attempts, stop flag and
     error reset in the same compare-and-set); its driver continues from Tune's state."""
     rec = _current(store, experiment_id)
     only = f"only {_either(RESUMABLE)} resume"
@@ -209,8 +209,10 @@ class Supervisor:
 
 
 def _either(group: frozenset[SweepStatus]) -> str:
-    """A group of statuses for a message: "QUEUED or RUNNING"."""
-    return " or ".join(in_order(group))
+    """A group of statuses for a message: "QUEUED or RUNNING", "PARTIAL, STOPPED or
+    FAILED"."""
+    words = in_order(group)
+    return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 2 else words)
 
 
 def _maybe_submitted(err: Exception) -> bool:

@@ -30,6 +30,7 @@ class SweepStatus(_Status):
     RUNNING = "RUNNING"
     STOPPING = "STOPPING"
     SUCCEEDED = "SUCCEEDED"
+    PARTIAL = "PARTIAL"
     STOPPED = "STOPPED"
     FAILED = "FAILED"
 
@@ -38,7 +39,7 @@ class TrialStatus(_Status):
     """A trial's status: Ray Tune's own words for a trial (`ray.tune.experiment.Trial`).
     PENDING: not started yet. RUNNING: training. PAUSED: interrupted, resumes from its last
     checkpoint. TERMINATED: finished (its stop criteria or the sweep's ended it). ERROR:
-    it failed; its error is recorded."""
+    it failed for good, after its retries (spec `max_failures`); its error is recorded."""
 
     PENDING = "PENDING"
     RUNNING = "RUNNING"
@@ -50,7 +51,7 @@ class TrialStatus(_Status):
 # --- a sweep's groups --------------------------------------------------------------------
 
 TERMINAL: frozenset[SweepStatus] = frozenset(
-    {SweepStatus.SUCCEEDED, SweepStatus.STOPPED, SweepStatus.FAILED}
+    {SweepStatus.SUCCEEDED, SweepStatus.PARTIAL, SweepStatus.STOPPED, SweepStatus.FAILED}
 )
 """A sweep's outcomes: it has ended (finished_at is set); it may be deleted."""
 
@@ -64,7 +65,9 @@ TUNER_MAX_RUNNING_EXPERIMENTS counts them."""
 STOPPABLE: frozenset[SweepStatus] = frozenset({SweepStatus.QUEUED, SweepStatus.RUNNING})
 """Where a stop applies (`POST /stop`, `tuner stop`)."""
 
-RESUMABLE: frozenset[SweepStatus] = frozenset({SweepStatus.STOPPED, SweepStatus.FAILED})
+RESUMABLE: frozenset[SweepStatus] = frozenset(
+    {SweepStatus.PARTIAL, SweepStatus.STOPPED, SweepStatus.FAILED}
+)
 """Where a resume applies (`POST /resume`)."""
 
 # --- a trial's groups --------------------------------------------------------------------

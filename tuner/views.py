@@ -46,7 +46,15 @@ class TrialView(_View):
         description="search: a trial of the search; confirm: a config re-run on a "
         "fresh seed by the confirmation stage.",
     )
-    error: str | None = None
+    error: str | None = Field(
+        None, description="Its last error (also of a failure it was retried after)."
+    )
+    retries: int = Field(
+        0,
+        description="How many times it was restarted after a failure (its process, actor or "
+        "node died, or it raised), from its last checkpoint: up to the spec's max_failures, "
+        "and once more on each resume of the sweep.",
+    )
     node_id: str | None = None
     node_ip: str | None = None
     device: str | None = None

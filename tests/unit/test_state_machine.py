@@ -92,7 +92,7 @@ def test_stop_of_a_finished_sweep_is_a_conflict_and_changes_nothing(store, statu
     assert rec.status == status and not rec.stop_requested
 
 
-@pytest.mark.parametrize("status", ["STOPPED", "FAILED"])
+@pytest.mark.parametrize("status", ["PARTIAL", "STOPPED", "FAILED"])
 def test_resume_resets_the_launch_budget(store, status):
     exp = at(store, status)
     store.update_experiment(exp, attempts=3, error="driver ended", stop_requested=True)
@@ -103,7 +103,7 @@ def test_resume_resets_the_launch_budget(store, status):
 @pytest.mark.parametrize("status", ["QUEUED", "RUNNING", "STOPPING", "SUCCEEDED"])
 def test_resume_from_any_other_status_is_a_conflict(store, status):
     exp = at(store, status)
-    with pytest.raises(service.Conflict, match="only STOPPED or FAILED"):
+    with pytest.raises(service.Conflict, match="only PARTIAL, STOPPED or FAILED"):
         service.resume(store, exp)
     assert store.get_experiment(exp).status == status
 

@@ -102,7 +102,7 @@ def test_the_groups_agree_with_the_state_machine():
     assert statuses.LAUNCHED < statuses.ACTIVE and Q not in statuses.LAUNCHED
     assert statuses.TRIAL_ENDED | statuses.TRIAL_UNFINISHED == set(TrialStatus)
     assert not statuses.TRIAL_ENDED & statuses.TRIAL_UNFINISHED
-    assert statuses.in_order(statuses.RESUMABLE) == ["STOPPED", "FAILED"]
+    assert statuses.in_order(statuses.RESUMABLE) == ["PARTIAL", "STOPPED", "FAILED"]
 
 
 def test_a_trial_status_is_ray_tunes_own_word():
@@ -156,10 +156,10 @@ def test_the_statuses_route_serves_them_without_a_token(client):
     assert client.get("/api/v1/experiments").status_code == 401  # the API wants the token
     body = client.get("/api/v1/statuses").json()  # the vocabulary is as public as /openapi.json
     assert body == {
-        "sweep": ["QUEUED", "RUNNING", "STOPPING", "SUCCEEDED", "STOPPED", "FAILED"],
-        "terminal": ["SUCCEEDED", "STOPPED", "FAILED"],
+        "sweep": ["QUEUED", "RUNNING", "STOPPING", "SUCCEEDED", "PARTIAL", "STOPPED", "FAILED"],
+        "terminal": ["SUCCEEDED", "PARTIAL", "STOPPED", "FAILED"],
         "stoppable": ["QUEUED", "RUNNING"],
-        "resumable": ["STOPPED", "FAILED"],
+        "resumable": ["PARTIAL", "STOPPED", "FAILED"],
         "trial": ["PENDING", "RUNNING", "PAUSED", "TERMINATED", "ERROR"],
     }
     assert body == StatusList.current().model_dump(mode="json")

@@ -356,7 +356,7 @@ async def stop_experiment(
 async def resume_experiment(
     experiment_id: str, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
 ) -> ExperimentView:
-    """Continues a STOPPED or FAILED sweep from Tune's state (same MLflow parent run)."""
+    """Continues a PARTIAL, STOPPED or FAILED sweep from Tune's state (same MLflow parent run)."""
     return await _change(store, cache, wake, experiment_id, service.resume)
 
 

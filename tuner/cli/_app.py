@@ -10,6 +10,7 @@ from rich.console import Console
 
 from tuner.settings import Settings
 from tuner.spec import SpecError
+from tuner.statuses import SweepStatus
 
 app = typer.Typer(
     help="Hyperparameter tuning for RL: Ray Tune sweeps over RLlib, tracked in MLflow.",
@@ -40,6 +41,19 @@ AllowModule = Annotated[
 
 def _allowed(settings: Settings, extra: list[str] | None) -> list[str]:
     return [*settings.allowed_module_list, *(m.strip() for m in extra or [] if m.strip())]
+
+
+# `tuner run` / `tuner submit --wait`: how the sweep ended, as an exit code (README); 2 is
+# a bad spec or option, 3 an unreachable server, 130 an interrupt
+EXIT_PARTIAL = 4
+
+
+def outcome_code(status: str) -> int:
+    """The exit code of a sweep's outcome: 0 SUCCEEDED, 4 PARTIAL (some trial failed for
+    good after its retries), 1 FAILED or STOPPED."""
+    if status == SweepStatus.SUCCEEDED:
+        return 0
+    return EXIT_PARTIAL if status == SweepStatus.PARTIAL else 1
 
 
 class _Ending:

@@ -16,13 +16,21 @@ from rich.console import Console
 from tuner import validation
 from tuner.settings import Settings
 from tuner.spec import SpecError
-from tuner.statuses import SweepStatus, TrialStatus
+from tuner.statuses import TrialStatus
 
 if TYPE_CHECKING:
     from tuner.tracking import TrackingConfig
     from tuner.views import SweepSummary
 
-from tuner.cli._app import AllowModule, _allowed, _Ending, _print_issues, app, err
+from tuner.cli._app import (
+    AllowModule,
+    _allowed,
+    _Ending,
+    _print_issues,
+    app,
+    err,
+    outcome_code,
+)
 
 
 def target_nodes(settings: Settings) -> list[dict[str, float]]:
@@ -200,7 +208,7 @@ def run(
         sys.stdout.write(json.dumps(summary.model_dump(mode="json"), indent=2) + "\n")
     else:
         _print_summary(summary)
-    raise typer.Exit(0 if summary.status == SweepStatus.SUCCEEDED else 1)
+    raise typer.Exit(outcome_code(summary.status))
 
 
 def _import_and_open(tracking_uri: str) -> None:

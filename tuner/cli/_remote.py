@@ -12,13 +12,13 @@ import typer
 from rich.console import Console
 
 from tuner.settings import Settings
-from tuner.statuses import TERMINAL, TRIAL_ENDED, SweepStatus
+from tuner.statuses import TERMINAL, TRIAL_ENDED
 
 if TYPE_CHECKING:
     import httpx
 
 
-from tuner.cli._app import app, err
+from tuner.cli._app import app, err, outcome_code
 
 
 def _client(url: str | None) -> httpx.Client:
@@ -80,7 +80,7 @@ def submit(
         except KeyboardInterrupt:
             err.print(f"stopped following; the sweep runs on (`tuner stop {exp['id']}` stops it)")
             raise typer.Exit(130) from None
-        raise typer.Exit(0 if exp["status"] == SweepStatus.SUCCEEDED else 1)
+        raise typer.Exit(outcome_code(exp["status"]))
 
 
 def _wait(url: str | None, experiment_id: str) -> dict:
@@ -179,7 +179,7 @@ def stop(experiment_id: str, url: UrlOpt = None) -> None:
 
 @app.command()
 def resume(experiment_id: str, url: UrlOpt = None) -> None:
-    """Continue a STOPPED or FAILED sweep (same MLflow parent run, trials from their
+    """Continue a PARTIAL, STOPPED or FAILED sweep (same MLflow parent run, trials from their
     checkpoints)."""
     exp = _call("POST", url, f"/experiments/{experiment_id}/resume")
     typer.echo(f"{experiment_id}: {exp['status']}")

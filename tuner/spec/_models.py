@@ -159,6 +159,15 @@ class ExperimentSpec(_Model):
     max_concurrent_trials: int | None = Field(
         None, ge=1, description="Trials running at once (default: as many as fit)."
     )
+    max_failures: int = Field(
+        2,
+        ge=0,
+        le=100,
+        description="How many times a trial is restarted after a failure (its process, "
+        "actor or node died, or it raised), from its last checkpoint (checkpoint.frequency; "
+        "from the start without one): Tune's FailureConfig.max_failures. A trial ends in "
+        "ERROR only after its retries; a resume of the sweep retries it once more.",
+    )
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="Checkpoints.")
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec, description="Evaluation.")
     seed: int = Field(

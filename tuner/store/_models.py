@@ -33,15 +33,19 @@ from tuner.statuses import SweepStatus
 # The sweep's state machine: every status change the service makes, and no other.
 #   QUEUED   -> RUNNING (launched) | STOPPED (stopped before it ran)
 #   RUNNING  -> STOPPING (stop asked) | QUEUED (driver died, relaunch) | an outcome
-#   STOPPING -> STOPPED | FAILED | SUCCEEDED (the driver's outcome, or the stop enforced)
-#   STOPPED, FAILED -> QUEUED (resume); SUCCEEDED is final
+#   STOPPING -> STOPPED | FAILED | SUCCEEDED | PARTIAL (the driver's outcome, or the stop
+#   enforced)
+#   STOPPED, FAILED, PARTIAL -> QUEUED (resume); SUCCEEDED is final
 _S = SweepStatus
 TRANSITIONS: dict[SweepStatus, frozenset[SweepStatus]] = {
     _S.QUEUED: frozenset({_S.RUNNING, _S.STOPPED}),
-    _S.RUNNING: frozenset({_S.STOPPING, _S.QUEUED, _S.SUCCEEDED, _S.STOPPED, _S.FAILED}),
-    _S.STOPPING: frozenset({_S.STOPPED, _S.FAILED, _S.SUCCEEDED}),
+    _S.RUNNING: frozenset(
+        {_S.STOPPING, _S.QUEUED, _S.SUCCEEDED, _S.PARTIAL, _S.STOPPED, _S.FAILED}
+    ),
+    _S.STOPPING: frozenset({_S.STOPPED, _S.FAILED, _S.SUCCEEDED, _S.PARTIAL}),
     _S.STOPPED: frozenset({_S.QUEUED}),
     _S.FAILED: frozenset({_S.QUEUED}),
+    _S.PARTIAL: frozenset({_S.QUEUED}),
     _S.SUCCEEDED: frozenset(),
 }
 
@@ -136,6 +140,7 @@ class TrialRow(Base):
     device: Mapped[str | None] = mapped_column(Text)
     checkpoint: Mapped[str | None] = mapped_column(Text)
     mlflow_run_id: Mapped[str | None] = mapped_column(String(64))
+    retries: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 

@@ -62,6 +62,7 @@ TRIAL_DEFAULTS: dict[str, Any] = {
     "config": {},
     "iterations": 0,
     "env_steps": 0,
+    "retries": 0,
 }
 
 

@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             error=trial.error,
             checkpoint=trial.checkpoint,
             mlflow_run_id=trial.mlflow_run_id,
+            retries=trial.retries,
         )
     best = summary.best.model_dump(mode="json") if summary.best else None
     status = SweepStatus.STOPPED if stopped else summary.status

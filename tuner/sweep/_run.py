@@ -19,7 +19,7 @@ from tuner.importance import sweep_importance
 from tuner.launcher import ensure_ray
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
 from tuner.ray_internals import result_grid_trials
-from tuner.results import better, lookup, scope_value
+from tuner.results import better, lookup, retries_of, scope_value
 from tuner.rllib import (
     alive_nodes,
     check_fits,
@@ -169,6 +169,8 @@ def summarise(
             error=error,
             config=config,  # a confirmation trial's seed, when its result names none
         )
+        if trial is not None:
+            view.retries = retries_of(trial.num_failures, status == TrialStatus.ERROR)
         best_ckpt = None
         if not confirming:  # a confirmation trial is judged by its final checkpoint
             try:
@@ -195,7 +197,17 @@ def summarise(
         status = SweepStatus.STOPPED  # interrupted: `--resume` (or POST /resume) continues it
     else:
         finished = any(t.status == TrialStatus.TERMINATED for t in trials)
+        errored = [t for t in trials if t.status == TrialStatus.ERROR]
         status = SweepStatus.SUCCEEDED if finished else SweepStatus.FAILED
+        if finished and errored:
+            status = SweepStatus.PARTIAL  # a resume retries them from their checkpoints
+            each = ", ".join(f"{t.trial_id} after {t.retries} retries" for t in errored)
+            warnings = [
+                *warnings,
+                f"{len(errored)} of {len(trials)} trials failed for good ({each}): the "
+                "best is of the trials that finished; `tuner resume` retries the failed "
+                "ones from their checkpoints",
+            ]
     summary = SweepSummary(
         name=spec.name,
         status=status,
@@ -399,7 +411,7 @@ def run_sweep(
     # GracefulStop.interrupted covers the stop_all fallback, where no handler ran
     interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
     summary = summarise(spec, result_grid, warnings, interrupted=interrupted, space=space)
-    if spec.confirm is not None and summary.status == SweepStatus.SUCCEEDED:
+    if spec.confirm is not None and summary.status in (SweepStatus.SUCCEEDED, SweepStatus.PARTIAL):
         _confirm(
             spec, summary, storage_path, name, [*callbacks, *cbs[len(callbacks) + 1 :]], stoppers
         )

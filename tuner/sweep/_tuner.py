@@ -152,7 +152,9 @@ def build_tuner(
             checkpoint_frequency=0 if own_checkpoints else ckpt.frequency,
             checkpoint_at_end=False if own_checkpoints else ckpt.at_end or confirming,
         ),
-        failure_config=FailureConfig(max_failures=0, fail_fast=False),
+        # a trial whose process, actor or node dies, or that raises, restarts from its last
+        # checkpoint, up to max_failures times
+        failure_config=FailureConfig(max_failures=spec.max_failures, fail_fast=False),
         verbose=0,
     )
     if confirming:
@@ -215,7 +217,9 @@ def restore_tuner(
         if confirm_runs is None
         else confirm_param_space(spec, confirm_runs),
         resume_unfinished=True,
-        resume_errored=False,
+        # errored trials are retried from their last checkpoints; their failure count
+        # carries over (one more failure ends them again)
+        resume_errored=True,
         restart_errored=False,
     )
     if callbacks:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from mlflow.entities import Metric
 
 from tuner import mlflow_names as names
-from tuner.statuses import SweepStatus
+from tuner.statuses import SweepStatus, TrialStatus
 from tuner.tracking._mlflow_writer import (
     RUN_FAILED,
     RUN_FINISHED,
@@ -47,6 +47,8 @@ def log_sweep_result(tracker: SweepRuns, summary: SweepSummary) -> MlflowLinks:
     client, parent = tracker.client, tracker.parent_run_id
     out = MlflowLinks(experiment_id=tracker.experiment_id, parent_run_id=parent)
     best = summary.best
+    # a stopped sweep's best is the best so far: a version is registered once it ends
+    registers = summary.status in (SweepStatus.SUCCEEDED, SweepStatus.PARTIAL)
     if best is not None:
         best_run = next(
             (t.mlflow_run_id for t in summary.trials if t.trial_id == best.trial_id), None
@@ -102,22 +104,36 @@ def log_sweep_result(tracker: SweepRuns, summary: SweepSummary) -> MlflowLinks:
                 ),
                 None,
             )
-            if median_run and confirmed.checkpoint:
+            if median_run and confirmed.checkpoint and registers:
                 name = Path(confirmed.checkpoint).name
-                out.model_version = _register(tracker, median_run, name)
-        elif best_run and best.checkpoint:
-            out.model_version = _register(tracker, best_run, Path(best.checkpoint).name)
+                out.model_version = _register(tracker, median_run, name, summary.status)
+        elif best_run and best.checkpoint and registers:
+            out.model_version = _register(
+                tracker, best_run, Path(best.checkpoint).name, summary.status
+            )
     _log_importance(tracker, summary)
     _log_trials_table(tracker, summary)
     _log_learning_curves(tracker, summary)
-    outcome = {SweepStatus.SUCCEEDED: RUN_FINISHED, SweepStatus.STOPPED: RUN_KILLED}
+    errored = sum(t.status == TrialStatus.ERROR for t in summary.trials)
+    tags = {names.TAG_STATUS: str(summary.status), names.TAG_ERRORED: str(errored)}
+    tracker.runs.log(parent, tags=tags)
+    # PARTIAL: its run finished (a best of the trials that did), its tags say the rest
+    outcome = {
+        SweepStatus.SUCCEEDED: RUN_FINISHED,
+        SweepStatus.PARTIAL: RUN_FINISHED,
+        SweepStatus.STOPPED: RUN_KILLED,
+    }
     status = outcome.get(summary.status, RUN_FAILED)
     client.set_terminated(parent, status=status)
     return out
 
 
-def _register(tracker: SweepRuns, run_id: str, checkpoint_name: str) -> str | None:
-    """Registers runs:/<best run>/checkpoints/<name> as a version of '<experiment>-best'."""
+def _register(
+    tracker: SweepRuns, run_id: str, checkpoint_name: str, status: SweepStatus
+) -> str | None:
+    """Registers runs:/<best run>/checkpoints/<name> as a version of '<experiment>-best',
+    tagged with the sweep's run name and outcome (SUCCEEDED, or PARTIAL: some trial
+    failed for good)."""
     client = tracker.client
     name = names.registered_model(tracker.experiment_name)
     try:
@@ -130,7 +146,7 @@ def _register(tracker: SweepRuns, run_id: str, checkpoint_name: str) -> str | No
         name,
         source=names.checkpoint_source(run_id, checkpoint_name),
         run_id=run_id,
-        tags={names.TAG_RUN: tracker.run_name},
+        tags={names.TAG_RUN: tracker.run_name, names.TAG_STATUS: str(status)},
     )
     return names.model_version_uri(name, version.version)
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from ray.tune import Callback
 
 from tuner import mlflow_names as names
+from tuner.results import retries_of
 from tuner.rllib import (
     CONFIRM_KEY,
     apply_values,
@@ -332,9 +333,24 @@ class MLflowTracker(Callback):
                 out[f"{names.HPARAMS_PREFIX}{key}"] = num
         return out
 
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """A failed trial that Tune restarts from its last checkpoint: its run stays
+        open, with the error and the retry count tagged."""
+        run_id = self._child_run(trial)
+        text = _error_text(trial)
+        last = text.strip().splitlines()[-1][:5000] if text.strip() else "error"
+        tags = {
+            names.TAG_ERROR: last,
+            names.TAG_RETRIES: str(retries_of(trial.num_failures, False)),
+        }
+        self.runs.log(run_id, tags=tags)
+
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.flush()
         run_id = self._child_run(trial)
+        if trial.num_failures:
+            tags = {names.TAG_RETRIES: str(retries_of(trial.num_failures, False))}
+            self.runs.log(run_id, tags=tags)
         self._log_checkpoints(run_id, trial)
         self.client.set_terminated(run_id, status=RUN_FINISHED)
         self.finalized.add(trial.trial_id)
@@ -342,12 +358,11 @@ class MLflowTracker(Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.flush()
         run_id = self._child_run(trial)
-        text = "unknown error"
-        if trial.error_file and Path(trial.error_file).exists():
-            text = Path(trial.error_file).read_text()
+        text = _error_text(trial) or "unknown error"
         self.client.log_text(run_id, text, names.ERROR_ARTIFACT)
         last = text.strip().splitlines()[-1][:5000] if text.strip() else "error"
-        self.runs.log(run_id, tags={names.TAG_ERROR: last})
+        retries = str(retries_of(trial.num_failures, True))
+        self.runs.log(run_id, tags={names.TAG_ERROR: last, names.TAG_RETRIES: retries})
         self._log_checkpoints(run_id, trial)
         self.client.set_terminated(run_id, status=RUN_FAILED)
         self.finalized.add(trial.trial_id)
@@ -394,3 +409,10 @@ class MLflowTracker(Callback):
         for view in summary.trials:
             view.mlflow_run_id = self.find_child(view.trial_id)
         return log_sweep_result(self, summary)
+
+
+def _error_text(trial: Any) -> str:
+    """The errors Tune wrote for a trial (each failure appended), or ""."""
+    if trial.error_file and Path(trial.error_file).exists():
+        return Path(trial.error_file).read_text()
+    return ""

@@ -12,7 +12,7 @@ from ray.tune import Callback
 
 from tuner.importance import sweep_importance
 from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
-from tuner.results import better
+from tuner.results import better, retries_of
 from tuner.rllib import sampled_values, seed_of, stage_of
 from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import result_metrics
@@ -141,10 +141,30 @@ class StoreRecorder(Callback):
             self.store.update_experiment(self.experiment_id, **fields)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        text = "error"
-        if trial.error_file and Path(trial.error_file).exists():
-            text = Path(trial.error_file).read_text().strip()
-        self._upsert(trial, status=TrialStatus.ERROR, error=text[-4000:])
+        self._upsert(
+            trial,
+            status=TrialStatus.ERROR,
+            error=_error_text(trial),
+            retries=retries_of(trial.num_failures, True),
+        )
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """A failed trial Tune restarts from its last checkpoint: PENDING until it runs
+        again, its error and retry count kept."""
+        self._upsert(
+            trial,
+            status=TrialStatus.PENDING,
+            error=_error_text(trial),
+            retries=retries_of(trial.num_failures, False),
+        )
+
+
+def _error_text(trial: Any) -> str:
+    """The end of the errors Tune wrote for a trial (each failure appended)."""
+    text = "error"
+    if trial.error_file and Path(trial.error_file).exists():
+        text = Path(trial.error_file).read_text().strip() or text
+    return text[-4000:]
 
 
 __all__ = ["StoreRecorder"]

@@ -455,6 +455,10 @@ function renderHeader(exp) {
 function renderBest() {
   const s = state.exp;
   const best = s.data && s.data.best;
+  // a sweep that runs, or that a resume may continue (stopped, failed, partial), has a
+  // best so far; one that ended for good, its best
+  const ended = Boolean(s.data) && isIn('terminal', s.data.status) && !isIn('resumable', s.data.status);
+  setText($('#best-title'), ended ? 'Best trial' : 'Best so far');
   show($('#best-empty'), !best);
   show($('#best-details'), Boolean(best));
   if (!best) return;
@@ -533,6 +537,7 @@ function trialColumns(configKeys) {
     num('metric', 'Metric'),
     num('score', 'Score'),
     num('best_metric', 'Best'),
+    num('retries', 'Retries'),
     ...configKeys.map((k) => ({
       key: `config.${k}`, label: k, cls: 'col-config',
       get: (t) => (t.config || {})[k],
