@@ -29,6 +29,20 @@ class PrivateName:
 
 PRIVATE_NAMES: tuple[PrivateName, ...] = (
     PrivateName(
+        "ray.tune.execution.tune_controller:TuneController",
+        "_cached_trial_decisions",
+        "attribute",
+        "Tune saves its controller's decisions waiting on a save in the experiment state; a "
+        "trial that failed while saving leaves a STOP there that a resume applies to its "
+        "retry after one iteration (forget_pending_decisions drops them before a restore)",
+    ),
+    PrivateName(
+        "ray.tune.execution.tune_controller:TuneController",
+        "_queued_trial_decisions",
+        "attribute",
+        "the same for decisions queued behind a trial's in-flight results",
+    ),
+    PrivateName(
         "ray:init",
         "_system_config",
         "keyword",
@@ -315,6 +329,7 @@ def result_grid_trials(result_grid: Any) -> list[Any]:
 
 
 __all__ = [
+    "forget_pending_decisions",
     "MODEL_CONFIG_KEY",
     "PRIVATE_NAMES",
     "RL_MODULE_SPEC_KEY",
@@ -335,3 +350,42 @@ __all__ = [
     "torch_schedulers_own_lr",
     "update_unreduced",
 ]
+
+
+# decisions of a live TuneController about in-flight saves and results, which Tune 2.60
+# also writes into the experiment state's runner_data
+_PENDING_DECISIONS = ("_cached_trial_decisions", "_queued_trial_decisions")
+
+
+def forget_pending_decisions(experiment_path: str) -> int:
+    """Drops, from every experiment state file of a Tune run at `experiment_path` (a
+    local path or a pyarrow URI), the decisions its controller had pending on saves and
+    results in flight. None of those is in flight after a restart; left in, a trial that
+    failed while saving is stopped after the first iteration of its retry. Returns how
+    many decisions were dropped."""
+    import json
+
+    import pyarrow.fs as pafs
+
+    if "://" in experiment_path:
+        fs, base = pafs.FileSystem.from_uri(experiment_path)
+    else:
+        fs, base = pafs.LocalFileSystem(), experiment_path
+    selector = pafs.FileSelector(base, allow_not_found=True)
+    dropped = 0
+    for info in fs.get_file_info(selector):
+        if not (info.base_name.startswith("experiment_state") and info.base_name.endswith(".json")):
+            continue
+        with fs.open_input_stream(info.path) as f:
+            state = json.loads(f.read())
+        runner = state.get("runner_data") or {}
+        pending = sum(len(runner.get(k) or {}) for k in _PENDING_DECISIONS)
+        if not pending:
+            continue
+        for key in _PENDING_DECISIONS:
+            if key in runner:
+                runner[key] = {}
+        with fs.open_output_stream(info.path) as f:
+            f.write(json.dumps(state).encode())
+        dropped += pending
+    return dropped

@@ -12,7 +12,7 @@ from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, Stopper
 
 from tuner.mlflow_names import RETURN_KEY
-from tuner.ray_internals import set_restored_callbacks
+from tuner.ray_internals import forget_pending_decisions, set_restored_callbacks
 from tuner.results import lookup
 from tuner.rllib import (
     CODE_KEY,
@@ -210,6 +210,8 @@ def restore_tuner(
     The param space is passed again so that Tune re-resolves the objects (classes)
     of the RLlib config that its saved state only references.
     """
+    # a trial that failed while saving must not be stopped after one iteration of its retry
+    forget_pending_decisions(path)
     tuner = tune.Tuner.restore(
         path,
         trainable=_with_resources(spec),
