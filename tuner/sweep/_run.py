@@ -32,6 +32,7 @@ from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec, resolve_space
 from tuner.statuses import TRIAL_UNFINISHED, SweepStatus, TrialStatus
 from tuner.sweep._confirm import confirm_runs, confirm_seeds, confirmed_configs, pick_candidates
+from tuner.sweep._headwatch import watch_connected_head
 from tuner.sweep._interrupt import InterruptWatch
 from tuner.sweep._progress import RichProgress
 from tuner.sweep._summary import trial_view_from_result
@@ -361,6 +362,8 @@ def run_sweep(
     opening = open_in_background(tracking.tracking_uri) if tracking is not None else None
     try:
         ensure_ray(ray_address)
+        if ray_address is not None:  # a cluster's head, not our own: end with it
+            watch_connected_head()
         if check_fit:
             check_fits(spec, [*alive_nodes(), *growth_nodes])  # autoscaling: what it can add
     finally:

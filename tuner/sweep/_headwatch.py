@@ -1,0 +1,74 @@
+"""A sweep's driver ends soon after its Ray head is gone.
+
+A Ray driver whose head (GCS) died keeps trying to reconnect for a minute, busy, while
+nothing it could do would reach a trial. The watch polls the head's GCS port; once it
+has refused `misses` polls in a row, the driver says so and exits (HEAD_GONE_EXIT).
+Tune's experiment state, saved as the sweep went, stays on disk: a resume continues
+from it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+HEAD_GONE_EXIT = 75  # EX_TEMPFAIL: the sweep is resumable
+
+
+def head_reachable(address: str, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts a TCP connection at a GCS address host:port."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _exit_now() -> None:
+    sys.stderr.flush()
+    os._exit(HEAD_GONE_EXIT)
+
+
+def watch_head(
+    gcs_address: str,
+    *,
+    interval_s: float = 1.0,
+    misses: int = 3,
+    on_gone: Callable[[], None] = _exit_now,
+) -> threading.Thread:
+    """Starts a daemon thread that calls `on_gone` (default: exit the process) once the
+    head at `gcs_address` refused `misses` polls in a row, `interval_s` apart: within
+    about misses x (interval_s + 1) seconds of its end."""
+
+    def run() -> None:
+        missed = 0
+        while True:
+            missed = 0 if head_reachable(gcs_address) else missed + 1
+            if missed >= misses:
+                print(
+                    f"the Ray head at {gcs_address} is gone: the driver exits; the sweep's "
+                    "state is saved, a resume continues it",
+                    file=sys.stderr,
+                )
+                on_gone()
+                return
+            time.sleep(interval_s)
+
+    thread = threading.Thread(target=run, name="tuner-head-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def watch_connected_head() -> threading.Thread | None:
+    """watch_head on the head this process's Ray is connected to (None: not connected)."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    address = ray.get_runtime_context().gcs_address
+    return watch_head(address) if address else None
