@@ -38,7 +38,7 @@ def watch_head(
     gcs_address: str,
     *,
     interval_s: float = 1.0,
-    misses: int = 3,
+    misses: int = 5,
     on_gone: Callable[[], None] = _exit_now,
 ) -> threading.Thread:
     """Starts a daemon thread that calls `on_gone` (default: exit the process) once the
