@@ -132,3 +132,22 @@ def test_a_bad_setting_is_named_not_a_traceback(name, value, tmp_path):
     assert out.returncode == 2
     assert name in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert not any(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def test_serve_links_to_the_mlflow_ui_it_starts(monkeypatch):
+    """`tuner serve --mlflow-ui --mlflow-port 5100`: every MLflow link (the page, the API,
+    the drivers' summaries, which get the setting through their job env) names :5100,
+    unless TUNER_MLFLOW_UI_URL says where the UI is."""
+    from tuner.cli._local import serve_settings
+    from tuner.launcher import Launcher
+    from tuner.settings import Settings
+
+    monkeypatch.delenv("TUNER_MLFLOW_UI_URL", raising=False)
+    served = serve_settings(Settings(), "127.0.0.1", 8000, 5100)
+    assert served.mlflow_ui_url == "http://127.0.0.1:5100"
+    assert Launcher(served).job_env()["TUNER_MLFLOW_UI_URL"] == "http://127.0.0.1:5100"
+    assert serve_settings(Settings(), "127.0.0.1", 8000, None).mlflow_ui_url.endswith(":5000")
+    monkeypatch.setenv("TUNER_MLFLOW_UI_URL", "https://mlflow.example.org")
+    assert serve_settings(Settings(), "127.0.0.1", 8000, 5100).mlflow_ui_url == (
+        "https://mlflow.example.org"
+    )

@@ -307,6 +307,16 @@ def evaluate(
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
+def serve_settings(settings: Settings, host: str, port: int, ui_port: int | None) -> Settings:
+    """The settings `tuner serve` runs with: its bind address (the Host check's), and,
+    where it starts the MLflow UI (`ui_port`) and TUNER_MLFLOW_UI_URL is not set, that
+    UI's address for every MLflow link (the page, the API, the drivers' summaries)."""
+    update: dict[str, object] = {"host": host, "port": port}
+    if ui_port is not None and "mlflow_ui_url" not in settings.model_fields_set:
+        update["mlflow_ui_url"] = f"http://127.0.0.1:{ui_port}"  # where the UI binds
+    return settings.model_copy(update=update)
+
+
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (TUNER_HOST).")] = None,
@@ -327,7 +337,7 @@ def serve(
     if host not in LOOPBACK and not settings.api_token:
         err.print(f"refusing to bind {host}: set TUNER_API_TOKEN to serve beyond loopback")
         raise typer.Exit(2)
-    settings = settings.model_copy(update={"host": host, "port": port})  # Host check: this one
+    settings = serve_settings(settings, host, port, mlflow_port if mlflow_ui else None)
     settings.data_path.mkdir(parents=True, exist_ok=True)
     # The app starts the MLflow UI in its lifespan and stops it there: uvicorn re-raises
     # SIGTERM after shutdown, so code after uvicorn.run would never run.
