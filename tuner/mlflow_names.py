@@ -12,6 +12,9 @@ import re
 
 # -- tags: how runs are found again -------------------------------------------------------
 TAG_PARENT = "mlflow.parentRunId"  # MLflow's own nesting tag
+# MLflow 3's UI opens an experiment in the view this experiment tag names: ours are
+# model training (runs, metrics, models), not its GenAI view (traces)
+TAG_EXPERIMENT_KIND, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 TAG_RUN = "tuner.run"  # the sweep's run name (the service: the sweep id)
 TAG_TRIAL = "tuner.trial_id"  # a child run's Tune trial id
 TAG_KIND = "tuner.kind"  # KIND_SWEEP on the parent run, KIND_TRIAL on each child

@@ -57,6 +57,9 @@ def test_one_parent_and_a_nested_child_per_trial(tracked_sweep):
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
     assert parent.data.tags["tuner.algorithm"] == "PPO"
     assert parent.data.tags["ray.version"].startswith("2.")
+    # MLflow 3's UI opens the experiment in its model-training view, not the GenAI one
+    experiment = client.get_experiment(summary.mlflow.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {
         "spec.yaml",
         "best_config.json",
@@ -275,3 +278,20 @@ def test_a_server_start_that_fails_leaves_no_mlflow_ui_behind(tmp_path, monkeypa
             pass
     assert len(started) == 1
     assert started[0].poll() is not None  # stopped, its process group with it
+
+
+def test_an_experiment_made_without_the_kind_gets_it(tmp_path):
+    """An experiment made before we tagged it (or by hand) is tagged when a sweep joins it."""
+    from tests.conftest import tiny_spec
+    from tuner.tracking import MLflowTracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    old = client.create_experiment("tiny")
+    assert "mlflow.experimentKind" not in client.get_experiment(old).tags
+    tracker = MLflowTracker(
+        tiny_spec(), tracking_uri=uri, run_name="r1", space_keys=[], experiment_name="tiny"
+    )
+    tracker.start()
+    assert tracker.experiment_id == old
+    assert client.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"

@@ -167,10 +167,16 @@ class MLflowTracker(Callback):
                 else None
             )
             self.experiment_id = self.client.create_experiment(
-                self.experiment_name, artifact_location=location
+                self.experiment_name,
+                artifact_location=location,
+                tags={names.TAG_EXPERIMENT_KIND: names.EXPERIMENT_KIND},
             )
         else:
             self.experiment_id = exp.experiment_id
+            if names.TAG_EXPERIMENT_KIND not in exp.tags:  # made before tuner tagged it, or by hand
+                self.client.set_experiment_tag(
+                    self.experiment_id, names.TAG_EXPERIMENT_KIND, names.EXPERIMENT_KIND
+                )
         found = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`{names.TAG_RUN}` = '{self.run_name}' and "
