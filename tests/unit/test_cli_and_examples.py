@@ -151,3 +151,26 @@ def test_serve_links_to_the_mlflow_ui_it_starts(monkeypatch):
     assert serve_settings(Settings(), "127.0.0.1", 8000, 5100).mlflow_ui_url == (
         "https://mlflow.example.org"
     )
+
+
+def test_the_run_summary_names_the_score_then_the_peak_and_the_last(capsys):
+    """One number, one name: `tuner run` prints the best trial's score (its ranking value
+    under scope, what status, the page and the API show), then its peak and last value."""
+    from tuner.cli._local import _print_summary
+    from tuner.views import BestTrial, SweepSummary, TrialView
+
+    metric = "env_runners/episode_return_mean"
+    trial = TrialView(
+        trial_id="t_00001", status="TERMINATED", metric=24.8, best_metric=27.61, score=25.4
+    )
+    summary = SweepSummary(
+        name="s",
+        status="SUCCEEDED",
+        metric=metric,
+        mode="max",
+        best=BestTrial(trial_id="t_00001", config={}, full_config={}, metric_value=25.4),
+        trials=[trial],
+    )
+    _print_summary(summary)
+    out = capsys.readouterr().out
+    assert f"score 25.4 (last-5-avg of {metric}), peak 27.61, last 24.8" in " ".join(out.split())

@@ -247,8 +247,14 @@ def _print_summary(summary: SweepSummary) -> None:
         )
     if summary.best:
         b = summary.best
+        trial = next((t for t in summary.trials if t.trial_id == b.trial_id), None)
+        peak_last = ""
+        if trial is not None and trial.best_metric is not None and trial.metric is not None:
+            peak_last = f", peak {trial.best_metric:.4g}, last {trial.metric:.4g}"
         out.print(
-            f"best trial {b.trial_id}: {summary.metric} = {b.metric_value:.4g} (seed {b.seed})"
+            f"best trial {b.trial_id}: score {b.metric_value:.4g} ({b.scope} of "
+            f"{summary.metric}){peak_last} (seed {b.seed})",
+            highlight=False,
         )
         out.print("config: " + json.dumps(b.config), highlight=False)
         if b.checkpoint:

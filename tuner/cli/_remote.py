@@ -102,8 +102,10 @@ def _wait(url: str | None, experiment_id: str) -> dict:
             done = sum(counts.get(s, 0) for s in TRIAL_ENDED)
             total = max(sum(counts.values()), exp["spec"]["search"]["num_samples"])
             trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
-            best = [t["best_metric"] for t in trials if t.get("best_metric") is not None]
-            best_s = f"best {max(best) if exp['mode'] == 'max' else min(best):.4g}" if best else ""
+            # the score (the ranking value under the spec's scope), as status and the page
+            scores = [t["score"] for t in trials if t.get("score") is not None]
+            top = (max(scores) if exp["mode"] == "max" else min(scores)) if scores else None
+            best_s = f"score {top:.4g}" if top is not None else ""
             bar.update(
                 task,
                 completed=done,
@@ -131,7 +133,7 @@ def status(
         if output == "json":
             typer.echo(json.dumps(data, indent=2))
             return
-        table = Table("id", "name", "status", "algorithm", "trials", "best")
+        table = Table("id", "name", "status", "algorithm", "trials", "score")
         for e in data["items"]:
             best = e.get("best") or {}
             table.add_row(
