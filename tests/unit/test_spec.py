@@ -153,3 +153,21 @@ def test_a_trials_budget_is_spent_at_its_stop_criteria():
     assert budget_spent({"iterations": 2}, {}, 2)
     assert not budget_spent({"iterations": 2}, {}, 1)
     assert not budget_spent({}, {"num_env_steps_sampled_lifetime": 10**9}, 99)
+
+
+def test_every_typo_is_reported_at_once_with_the_name_it_meant():
+    """Two typos, one in the spec's own fields and one among RLlib's: both reported, each
+    with the closest real name."""
+    from tuner.validation import Checks, check_source
+
+    text = (
+        "name: typo\nalgorithm: PPO\nenv: CartPole-v1\nmax_concurent_trials: 2\n"
+        "stop: {training_iteratoin: 3}\nconfig: {num_epoch: 3}\n"
+    )
+    checked = check_source(text, True, Checks(build_env=False))
+    got = {i.loc: i.msg for i in checked.issues}
+    assert got == {
+        "max_concurent_trials": "unknown field; did you mean `max_concurrent_trials`?",
+        "stop.training_iteratoin": "unknown field; did you mean `training_iteration`?",
+        "config.num_epoch": "unknown RLlib PPO setting; did you mean `num_epochs`?",
+    }

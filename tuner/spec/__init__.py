@@ -14,7 +14,7 @@ from tuner.spec._code_refs import (
     resolve_code_refs,
     resolve_paths,
 )
-from tuner.spec._errors import SpecError, SpecIssue, issues_from_validation_error
+from tuner.spec._errors import SpecError, SpecIssue, did_you_mean, issues_from_validation_error
 from tuner.spec._load import json_schema, load_spec, parse_spec
 from tuner.spec._models import ExperimentSpec
 from tuner.spec._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
@@ -63,6 +63,7 @@ __all__ = [
     "check_space_code_refs",
     "import_paths",
     "is_ale_id",
+    "did_you_mean",
     "issues_from_validation_error",
     "json_schema",
     "load_json_strict",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from typing import Any
 
@@ -31,11 +32,34 @@ class SpecError(ValueError):
         return cls([SpecIssue(loc=loc, msg=msg, value=value)])
 
 
-def issues_from_validation_error(err: ValidationError) -> list[SpecIssue]:
-    """Turns pydantic's errors into SpecIssues with dotted paths."""
+def did_you_mean(name: str, known: Any) -> str:
+    """ "; did you mean `x`?" for the closest of `known` names, or "" where none is close."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def _fields_at(model: Any, path: tuple[Any, ...]) -> set[str]:
+    """The field names of the (nested) pydantic model at `path` under `model`."""
+    for part in path:
+        field = getattr(model, "model_fields", {}).get(part)
+        annotation = getattr(field, "annotation", None)
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        model = next((c for c in candidates if hasattr(c, "model_fields")), None)
+        if model is None:
+            return set()
+    return set(getattr(model, "model_fields", {}))
+
+
+def issues_from_validation_error(err: ValidationError, model: Any = None) -> list[SpecIssue]:
+    """Turns pydantic's errors into SpecIssues with dotted paths; an unknown field names
+    the closest known one (`model`: the validated class)."""
     out = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(spec)"
         msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden" and e["loc"]:
+            msg = "unknown field" + did_you_mean(
+                str(e["loc"][-1]), _fields_at(model, e["loc"][:-1])
+            )
         out.append(SpecIssue(loc=loc, msg=msg, value=_json_safe(e.get("input"))))
     return out

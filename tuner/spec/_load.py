@@ -26,7 +26,7 @@ def parse_spec(data: Any) -> ExperimentSpec:
     try:
         return ExperimentSpec.model_validate(data)
     except ValidationError as err:
-        raise SpecError(issues_from_validation_error(err)) from None
+        raise SpecError(issues_from_validation_error(err, ExperimentSpec)) from None
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:

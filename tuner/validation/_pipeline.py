@@ -89,7 +89,13 @@ def check_source(source: str | bytes, yaml_text: bool, checks: Checks) -> Checke
                 raise SpecError.one(
                     "(body)", f"not UTF-8 text: {err.reason} at byte {err.start}"
                 ) from None
-        out.spec = parse_spec(parse_text(source, yaml_text))
+        data = parse_text(source, yaml_text)
+        try:
+            out.spec = parse_spec(data)
+        except SpecError as err:  # every problem at once: the config's keys too
+            from tuner.validation._validate import config_key_issues
+
+            raise SpecError([*err.issues, *config_key_issues(data)]) from None
         out.space = resolve_space(out.spec)  # once: validation, the fit and the plan share it
         _semantics(out, checks)
     except NestingTooDeep as err:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tuner import algorithms as registry
 from tuner.rllib import (
     ENV_CONFIG_PREFIX,
     MODEL_PREFIX,
@@ -24,6 +25,7 @@ from tuner.spec import (
     SpecIssue,
     check_code_refs,
     check_space_code_refs,
+    did_you_mean,
     module_allowed,
     resolve_space,
     resolved_scheduler,
@@ -159,13 +161,7 @@ def validate_spec(
                 )
             )
         elif key not in known:
-            issues.append(
-                SpecIssue(
-                    loc=f"config.{key}",
-                    value=value,
-                    msg=f"unknown RLlib {spec.base_algorithm} setting",
-                )
-            )
+            issues.append(unknown_setting(f"config.{key}", value, spec.base_algorithm, known))
     if spec.config.get("noisy") and "noisy=True" not in " ".join(warnings):
         warnings.append(
             "noisy=True is accepted but has no effect on RLlib 2.60's new API "
@@ -184,11 +180,7 @@ def validate_spec(
                 )
         elif key not in known:
             issues.append(
-                SpecIssue(
-                    loc=f"search.space.{key}",
-                    value=str(dom),
-                    msg=f"unknown RLlib {spec.base_algorithm} setting",
-                )
+                unknown_setting(f"search.space.{key}", str(dom), spec.base_algorithm, known)
             )
     issues += q_encoder_issues(spec, space)
     issues += population_issues(spec, space)
@@ -244,6 +236,31 @@ def q_encoder_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[Spe
             continue
         issues.append(SpecIssue(loc=loc, value=value, msg=msg))
     return issues
+
+
+def unknown_setting(loc: str, value: Any, algorithm: str, known: frozenset[str]) -> SpecIssue:
+    """A key RLlib's algorithm does not know, with the closest one it does."""
+    key = loc.rsplit(".", 1)[-1]
+    msg = f"unknown RLlib {algorithm} setting{did_you_mean(key, known)}"
+    return SpecIssue(loc=loc, value=value, msg=msg)
+
+
+def config_key_issues(data: Any) -> list[SpecIssue]:
+    """The unknown RLlib settings under a raw spec's `config` (for a spec whose schema
+    failed: reported beside the schema's problems); none where its algorithm is not one
+    of ours."""
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        return []
+    algorithm = data.get("algorithm")
+    if not isinstance(algorithm, str) or algorithm not in registry.names():
+        return []
+    base = registry.base_algorithm(algorithm)
+    known = rllib_keys(base)
+    return [
+        unknown_setting(f"config.{key}", value, base, known)
+        for key, value in data["config"].items()
+        if isinstance(key, str) and key not in known and key not in _OWNED_BY_SPEC
+    ]
 
 
 def normalize_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
