@@ -101,3 +101,34 @@ def test_a_run_refused_after_the_ray_start_exits_2_and_leaves_no_ray_behind(tmp_
         assert _processes_under(ray_tmp) == []
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_evaluate_of_a_model_that_is_not_there_says_so_in_one_line(tmp_path):
+    """`tuner evaluate models:/nope-best/1 --data-dir D`: one line naming the model and
+    what the registry of D has, exit 2, no traceback."""
+    from mlflow.tracking import MlflowClient
+
+    data = tmp_path / "data"
+    data.mkdir()
+    client = MlflowClient(tracking_uri=f"sqlite:///{data / 'mlflow.db'}")
+    client.create_registered_model("cartpole-best")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli",
+            "evaluate",
+            "models:/nope-best/1",
+            "--data-dir",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if "nope-best" in ln]
+    assert len(lines) == 1, out.stderr
+    assert "no model version nope-best/1" in lines[0]
+    assert "registered models: cartpole-best" in lines[0]

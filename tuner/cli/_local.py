@@ -284,13 +284,17 @@ def evaluate(
         Path | None, typer.Option(help="Save the first episode as a GIF in this folder.")
     ] = None,
     output: Annotated[str, typer.Option(help="text or json.")] = "text",
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where `tuner run --data-dir` kept its data (default TUNER_DATA_DIR)."),
+    ] = None,
 ) -> None:
     """Restore a checkpoint's policy and report its mean return over N episodes."""
     from gymnasium import error as gym_error
 
     from tuner.rllib import evaluate_checkpoint
 
-    settings = Settings()
+    settings = Settings(data_dir=data_dir) if data_dir else Settings()
     try:
         result = evaluate_checkpoint(
             checkpoint, episodes=episodes, tracking_uri=settings.tracking_uri, render_to=render_to

@@ -71,17 +71,25 @@ def resolve_checkpoint(checkpoint: str, tracking_uri: str | None, dest: Path) ->
     if checkpoint.startswith((RUNS_URI, MODELS_URI)):
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         import mlflow.artifacts
+        from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
         uri = checkpoint
         model = parse_model_version_uri(checkpoint)
+        client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
         if model is not None:
             name, version = model
-            client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-            uri = client.get_model_version(name, version or "1").source
-        local = mlflow.artifacts.download_artifacts(
-            artifact_uri=uri, dst_path=str(dest), tracking_uri=tracking_uri
-        )
+            try:
+                uri = client.get_model_version(name, version or "1").source
+            except MlflowException:
+                raise FileNotFoundError(_no_model(client, name, version or "1")) from None
+        try:
+            local = mlflow.artifacts.download_artifacts(
+                artifact_uri=uri, dst_path=str(dest), tracking_uri=tracking_uri
+            )
+        except MlflowException as err:
+            first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+            raise FileNotFoundError(f"cannot download {uri} from {tracking_uri}: {first}") from None
         return Path(local)
     if "://" in checkpoint:
         import pyarrow.fs as pafs
@@ -97,6 +105,23 @@ def resolve_checkpoint(checkpoint: str, tracking_uri: str | None, dest: Path) ->
             f"{checkpoint} is not an RLlib algorithm checkpoint (no {RL_MODULE_DIR})"
         )
     return path
+
+
+def _no_model(client: Any, name: str, version: str) -> str:
+    """One line: the model version that is not there, and what the registry has."""
+    try:
+        versions = [v.version for v in client.search_model_versions(f"name='{name}'")]
+    except Exception:  # noqa: BLE001 - the message only
+        versions = []
+    if versions:
+        have = f"{name} has versions {', '.join(sorted(versions, key=int))}"
+    else:
+        try:
+            names = sorted(m.name for m in client.search_registered_models(max_results=20))
+        except Exception:  # noqa: BLE001
+            names = []
+        have = "registered models: " + (", ".join(names) if names else "none")
+    return f"no model version {name}/{version} in {client.tracking_uri}; {have}"
 
 
 def _act(module: Any, obs: Any) -> Any:
