@@ -174,3 +174,19 @@ def test_the_run_summary_names_the_score_then_the_peak_and_the_last(capsys):
     _print_summary(summary)
     out = capsys.readouterr().out
     assert f"score 25.4 (last-5-avg of {metric}), peak 27.61, last 24.8" in " ".join(out.split())
+
+
+def test_status_without_a_server_names_the_url_it_tried():
+    import socket
+
+    from typer.testing import CliRunner
+
+    from tuner.cli import app
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = CliRunner().invoke(app, ["status", "--url", f"http://127.0.0.1:{port}"])
+    assert result.exit_code == 3
+    text = " ".join(result.output.split())
+    assert f"cannot reach the tuner server at http://127.0.0.1:{port}/api/v1/" in text

@@ -30,6 +30,13 @@ def _client(url: str | None) -> httpx.Client:
     return httpx.Client(base_url=base.rstrip("/") + "/api/v1", headers=headers, timeout=30)
 
 
+def _has_request(error: Exception) -> bool:
+    try:
+        return error.request is not None  # type: ignore[attr-defined]
+    except RuntimeError:  # httpx raises when the error has no request
+        return False
+
+
 def _call(method: str, url: str | None, path: str, **kwargs: object) -> dict:
     import httpx
 
@@ -37,7 +44,13 @@ def _call(method: str, url: str | None, path: str, **kwargs: object) -> dict:
         with _client(url) as client:
             response = client.request(method, path, **kwargs)
     except httpx.HTTPError as e:
-        err.print(f"cannot reach the tuner server: {e}")
+        where = str(e.request.url) if _has_request(e) else path
+        err.print(
+            f"cannot reach the tuner server at {where}: {e} (--url or TUNER_URL; "
+            "`tuner serve` starts one)",
+            markup=False,
+            highlight=False,
+        )
         raise typer.Exit(3) from None
     if response.status_code >= 400:
         detail = response.json().get("detail") if response.content else response.reason_phrase
