@@ -33,7 +33,9 @@ class Settings(BaseSettings):
         "default: Tune storage, the SQLite store, MLflow's db and artifacts.",
     )
     ray_address: str | None = Field(
-        None, description="Address of an existing Ray cluster; empty: a local Ray started for you."
+        None,
+        description="An existing Ray cluster, by its dashboard's http(s):// URL (the Jobs API, "
+        "e.g. http://head:8265); empty: a local Ray started for you.",
     )
     storage_path: str | None = Field(
         None,
@@ -149,6 +151,18 @@ class Settings(BaseSettings):
                 "AWS_ENDPOINT_URL instead"
             )
         return value
+
+    @field_validator("ray_address")
+    @classmethod
+    def _jobs_url(cls, value: str | None) -> str | None:
+        if not value or value.startswith(("http://", "https://")):
+            return value or None
+        form = "a Ray Client address" if value.startswith("ray://") else "a GCS address"
+        host = value.removeprefix("ray://").rsplit(":", 1)[0] or "HEAD"
+        raise ValueError(
+            f"{value!r} is {form}; sweeps go to the cluster as Ray Jobs, through its "
+            f"dashboard: give its http(s):// URL, e.g. http://{host}:8265"
+        )
 
     @field_validator("cluster_max_nodes")
     @classmethod

@@ -57,7 +57,8 @@ def _main() -> None:
             raise
         for issue in e.errors():
             name = "TUNER_" + "_".join(str(p) for p in issue["loc"]).upper()
-            err.print(f"{name}: {issue['msg']} (got {issue.get('input')!r})", highlight=False)
+            msg = issue["msg"].removeprefix("Value error, ")
+            err.print(f"{name}: {msg} (got {issue.get('input')!r})", highlight=False)
         raise SystemExit(2) from None
 
 
