@@ -190,3 +190,18 @@ def test_status_without_a_server_names_the_url_it_tried():
     assert result.exit_code == 3
     text = " ".join(result.output.split())
     assert f"cannot reach the tuner server at http://127.0.0.1:{port}/api/v1/" in text
+
+
+def test_validate_prints_no_rllib_api_stack_notice():
+    import subprocess
+    import sys
+
+    spec = Path(__file__).parents[2] / "experiments" / "cartpole-ppo-default-space.yaml"
+    out = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "validate", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "new API stack" not in out.stdout + out.stderr

@@ -5,6 +5,7 @@ apply, as far as the spec tells), the preset's settings over them and the spec's
 from __future__ import annotations
 
 import copy
+import logging
 import os
 from functools import cache
 from typing import Any
@@ -21,6 +22,17 @@ from tuner.rllib._sac_model import TunerSACConfig
 from tuner.spec import ExperimentSpec, import_paths
 
 _ENVS = "num_envs_per_env_runner"
+
+
+class _NewApiStackNotice(logging.Filter):
+    """Drops RLlib's "You are running X on the new API stack!" notice: every trial of
+    ours runs on the new stack, and it printed on every validate, plan and run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "on the new API stack!" not in record.getMessage()
+
+
+logging.getLogger(AlgorithmConfig.__module__).addFilter(_NewApiStackNotice())
 # RLlib's default config of each base algorithm (SAC's with our Q-network catalog): the
 # values a trial's config dict starts from
 _DEFAULT_CONFIGS = {
