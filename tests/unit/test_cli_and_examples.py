@@ -205,3 +205,31 @@ def test_validate_prints_no_rllib_api_stack_notice():
     )
     assert out.returncode == 0, out.stderr
     assert "new API stack" not in out.stdout + out.stderr
+
+
+def test_tables_never_cut_an_id_or_a_path():
+    """At 80 columns a long checkpoint path folds onto more lines, never an ellipsis;
+    piped, every value prints whole, tab-separated."""
+    import io
+
+    from rich.console import Console
+
+    from tuner.cli._app import print_table
+
+    path = (
+        "/very/long/storage/root/"
+        + "x" * 60
+        + "/TunerPPO_CartPole-v1_a6657_00000/checkpoint_000002"
+    )
+    rows = [["a6657_00000", "TERMINATED", "25.4", path]]
+    headers = ["trial", "status", "episode_return_mean", "checkpoint"]
+    narrow = Console(file=io.StringIO(), force_terminal=True, width=80, color_system=None)
+    print_table(narrow, headers, rows)
+    text = narrow.file.getvalue()
+    assert "…" not in text
+    assert "a6657_00000" in text
+    cells = "".join(ch for ch in text if ch not in "│┃ \n─━┏┓┗┛┡┩└┘┌┐├┤┼╇╈")
+    assert path.replace(" ", "") in cells  # folded, every character kept
+    piped = Console(file=io.StringIO(), force_terminal=False, width=80)
+    print_table(piped, headers, rows)
+    assert piped.file.getvalue().splitlines() == ["\t".join(headers), "\t".join(rows[0])]

@@ -43,6 +43,24 @@ def _allowed(settings: Settings, extra: list[str] | None) -> list[str]:
     return [*settings.allowed_module_list, *(m.strip() for m in extra or [] if m.strip())]
 
 
+def print_table(out: Console, headers: list[str], rows: list[list[str]]) -> None:
+    """A table that never cuts a value (ids, paths): on a terminal, rich's table with
+    every cell folded onto more lines where the width runs out, never an ellipsis; piped
+    or redirected, plain tab-separated lines, a header first."""
+    if not out.is_terminal:
+        for row in [headers, *rows]:
+            out.file.write("\t".join(row) + "\n")  # as is: rich would expand the tabs
+        return
+    from rich.table import Table
+
+    table = Table()
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+
+
 # `tuner run` / `tuner submit --wait`: how the sweep ended, as an exit code (README); 2 is
 # a bad spec or option, 3 an unreachable server, 130 an interrupt
 EXIT_PARTIAL = 4

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import httpx
 
 
-from tuner.cli._app import app, err, outcome_code
+from tuner.cli._app import app, err, outcome_code, print_table
 
 
 def _client(url: str | None) -> httpx.Client:
@@ -138,51 +138,69 @@ def status(
     output: Annotated[str, typer.Option(help="table or json.")] = "table",
 ) -> None:
     """Show one sweep (with its trials) or list sweeps."""
-    from rich.table import Table
-
     out = Console()
     if experiment_id is None:
         data = _call("GET", url, "/experiments", params={"limit": 200})
         if output == "json":
             typer.echo(json.dumps(data, indent=2))
             return
-        table = Table("id", "name", "status", "algorithm", "trials", "score")
+        rows = []
         for e in data["items"]:
             best = e.get("best") or {}
-            table.add_row(
-                e["id"],
-                e["name"],
-                e["status"],
-                e["algorithm"],
-                str(sum(e["trial_counts"].values())),
-                f"{best['metric_value']:.4g}" if best else "-",
+            rows.append(
+                [
+                    e["id"],
+                    e["name"],
+                    e["status"],
+                    e["algorithm"],
+                    str(sum(e["trial_counts"].values())),
+                    f"{best['metric_value']:.4g}" if best else "-",
+                ]
             )
-        out.print(table)
+        print_table(out, ["id", "name", "status", "algorithm", "trials", "score"], rows)
         return
     exp = _call("GET", url, f"/experiments/{experiment_id}")
     trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
     if output == "json":
         typer.echo(json.dumps({**exp, "trials": trials}, indent=2))
         return
-    out.print(f"[bold]{exp['name']}[/bold] ({exp['id']}): {exp['status']}")
+    out.print(f"{exp['name']} ({exp['id']}): {exp['status']}", highlight=False, soft_wrap=True)
     if exp.get("error"):
         out.print(f"[red]{exp['error']}[/red]", highlight=False)
-    table = Table("trial", "status", "iter", "env steps", "metric", "config")
-    for t in trials:
-        table.add_row(
+    for w in exp.get("warnings") or []:
+        out.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+
+    def num(value: float | None) -> str:
+        return "-" if value is None else f"{value:.4g}"
+
+    headers = ["trial", "status", "iter", "env steps", "score", "peak", "last", "retries"]
+    rows = [
+        [
             t["trial_id"],
             t["status"],
             str(t["iterations"]),
             str(t["env_steps"]),
-            "-" if t["metric"] is None else f"{t['metric']:.4g}",
+            num(t.get("score")),
+            num(t.get("best_metric")),
+            num(t.get("metric")),
+            str(t.get("retries", 0)),
             json.dumps(t["config"]),
-        )
-    out.print(table)
-    if exp.get("best"):
+        ]
+        for t in trials
+    ]
+    print_table(out, [*headers, "config"], rows)
+    best = exp.get("best")
+    if best:
         out.print(
-            "best: " + json.dumps(exp["best"]["config"]) + f" -> {exp['best']['metric_value']:.4g}",
+            f"best trial {best['trial_id']}: score {best['metric_value']:.4g} "
+            f"({best.get('scope', exp.get('spec', {}).get('scope'))} of {exp['metric']}), "
+            "config " + json.dumps(best["config"]),
+            markup=False,
             highlight=False,
+            soft_wrap=True,
         )
+        if best.get("checkpoint"):
+            out.print(f"checkpoint: {best['checkpoint']}", markup=False, soft_wrap=True)
 
 
 @app.command()
