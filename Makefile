@@ -7,7 +7,7 @@ export RAY_AUTH_MODE ?= token
 export RAY_USAGE_STATS_ENABLED ?= 0
 export TUNER_DATA_DIR ?= $(HOME)/.tuner
 
-.PHONY: setup run test lint format unit integration e2e bench clean mlflow-ui
+.PHONY: setup run test lint format unit integration e2e bench clean mlflow-ui images
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,20 @@ e2e: setup .system-deps
 
 bench: setup
 	$(PY) bench/run_all.py
+
+# The four images docker/compose.yaml runs, with docker or podman (--format docker keeps
+# the HEALTHCHECKs under podman). Build args: PIP_INDEX_URL, PIP_EXTRA_INDEX_URL,
+# TORCH_INDEX_URL (a private mirror: docs/deploy.md), e.g.
+#   make images BUILD_ARGS="--build-arg PIP_INDEX_URL=https://mirror/simple"
+IMAGE_TAG ?= latest
+ENGINE ?= $(shell command -v docker 2>/dev/null || command -v podman 2>/dev/null)
+images:
+	@test -n "$(ENGINE)" || { echo "make images: needs docker or podman"; exit 2; }
+	@fmt=$$(case "$(ENGINE)" in *podman) echo "--format docker";; esac); \
+	for image in api ray gpu-worker mlflow; do \
+		"$(ENGINE)" build $$fmt $(BUILD_ARGS) -f docker/Dockerfile.$$image \
+			-t tuner-$$image:$(IMAGE_TAG) . || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) .pytest_cache

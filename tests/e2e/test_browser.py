@@ -204,6 +204,8 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         assert "algorithm: PPO" in page.input_value("#spec-text")
 
         page.fill("#spec-text", TINY_YAML.format(name="bad name"))
+        # typed over: the dropdown no longer names the example
+        assert page.input_value("#example-select") == ""
         page.click("#preview-button")
         page.wait_for_selector("#spec-problems:not([hidden])", timeout=120_000)
         assert "name" in page.locator("#spec-problems").inner_text()
@@ -226,6 +228,8 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         assert page.locator("#plan-trials").inner_text().startswith("4 search")
         assert page.locator("#plan-fits").inner_text() == "yes"
         assert "limited by" in page.locator("#plan-concurrent").inner_text()
+        # capped by iterations (4 trials x 1), not "no limit"
+        assert page.locator("#plan-steps").inner_text() == "4 iterations"
         page.screenshot(path=str(ARTIFACTS / "new-sweep-preview.png"), full_page=True)
         page.click("#submit-button")
         page.wait_for_selector("#experiment-view:not([hidden])", timeout=120_000)
@@ -233,6 +237,9 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
             "() => document.querySelector('#experiment-title').textContent === 'from-the-form'",
             timeout=60_000,
         )
+        # its lr is sampled: before any trial reports, the chart waits, it never says none
+        note = page.locator("#parcoords-note").inner_text()
+        assert "No sampled hyperparameters" not in note, note
         # a second Submit while that sweep is queued or running: the 429 is shown
         page.goto(server.url + "/#/new")
         page.wait_for_selector("#new-view:not([hidden])")

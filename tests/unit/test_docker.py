@@ -608,3 +608,35 @@ def test_specs_in_deploy_doc_are_valid():
     for data in specs:
         spec = parse_spec(data)
         assert spec.resources.num_gpus_per_learner == 0.25
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_images_build_from_any_package_index_with_the_pinned_torch(name: str):
+    """Where PyPI or download.pytorch.org cannot be reached: every image takes the
+    indexes as build args (pip reads them from the environment) and the repo's
+    constraints; torch is installed alone, from TORCH_INDEX_URL, at the version
+    constraints.txt pins, and never unpinned."""
+    text = (DOCKER / name).read_text()
+    args = dict(re.findall(r"^ARG (\w+)(?:=(.*))?$", text, flags=re.M))
+    assert {"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONSTRAINT"} <= set(args), args
+    assert args["PIP_CONSTRAINT"] == "/tmp/constraints.txt"
+    first_pip = text.index("pip install")
+    assert text.index("COPY constraints.txt /tmp/constraints.txt") < first_pip
+    pinned = re.search(r"^torch==(\S+)$", (REPO / "constraints.txt").read_text(), flags=re.M)
+    installs = " ".join(re.findall(r"RUN pip install[^\n]*(?:\\\n[^\n]*)*", text))
+    if name in RAY_DOCKERFILES:
+        assert args["TORCH_VERSION"] == pinned.group(1)
+        assert 'pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"' in text
+        assert "--extra-index-url" not in text  # an added index cannot stand in for one
+        assert not re.search(r"(?<![\w\"])torch(?![=\w])", installs), installs
+    else:
+        assert "torch" not in installs
+
+
+def test_make_images_builds_each_image_with_docker_or_podman():
+    makefile = (REPO / "Makefile").read_text()
+    target = makefile[makefile.index("\nimages:") :].split("\n\n", 1)[0]
+    assert "--format docker" in target and "podman" in makefile
+    for image in ("api", "ray", "gpu-worker", "mlflow"):
+        assert image in target
+    assert "docker/Dockerfile.$$image" in target

@@ -683,8 +683,11 @@ function renderParcoords(force) {
   if (!rows.length || !s.configKeys.length) {
     if (s.parcoordsSig) Plotly.purge(el);
     s.parcoordsSig = '';
-    return chartNote('parcoords', s.configKeys.length
-      ? 'Appears once trials report the metric.' : 'No sampled hyperparameters in this sweep.');
+    // no trial yet: nothing is known of its keys; a sweep with trials and no keys has none
+    let note = 'No sampled hyperparameters in this sweep.';
+    if (!s.trials.length) note = 'Appears once trials have started and report the metric.';
+    else if (s.configKeys.length) note = 'Appears once trials report the metric.';
+    return chartNote('parcoords', note);
   }
   const space = (s.data.spec && s.data.spec.search && s.data.spec.search.space) || {};
   const dims = s.configKeys.map((k) => dimension(k, rows.map((t) => (t.config || {})[k]), space[k]));
@@ -853,6 +856,15 @@ function specEdited() {
   show($('#plan-box'), false);
 }
 
+/** The most a sweep can run, by what its stop criteria cap: env steps, iterations, time. */
+function planLimit(plan) {
+  const limits = [];
+  if (plan.max_env_steps != null) limits.push(`${fmtNum(plan.max_env_steps)} env steps`);
+  if (plan.max_iterations != null) limits.push(`${fmtNum(plan.max_iterations)} iterations`);
+  if (plan.max_time_s != null) limits.push(`${fmtNum(plan.max_time_s)} s`);
+  return limits.length ? limits.join(', ') : 'no limit';
+}
+
 async function previewSpec() {
   setText($('#new-status'), 'Checking…');
   showProblems([]);
@@ -863,7 +875,7 @@ async function previewSpec() {
       .map(([k, v]) => `${fmtNum(v)} ${k}`).join(', '));
     setText($('#plan-concurrent'), plan.concurrent == null ? 'unknown'
       : `${plan.concurrent} (limited by ${plan.limited_by})`);
-    setText($('#plan-steps'), plan.max_env_steps == null ? 'no limit' : fmtNum(plan.max_env_steps));
+    setText($('#plan-steps'), planLimit(plan));
     setText($('#plan-fits'), plan.fits ? 'yes' : 'no');
     show($('#plan-box'), true);
     showProblems(plan.problems);
@@ -902,7 +914,12 @@ function wireNewSweep() {
     if (file) $('#spec-text').value = await file.text();
     specEdited();
   });
-  $('#spec-text').addEventListener('input', specEdited);
+  $('#spec-text').addEventListener('input', () => {
+    // typed over: the text is no longer the example the dropdown names
+    const example = (examples || []).find((x) => x.name === $('#example-select').value);
+    if (example && $('#spec-text').value !== example.spec) $('#example-select').value = '';
+    specEdited();
+  });
   $('#preview-button').addEventListener('click', previewSpec);
   $('#submit-button').addEventListener('click', submitSpec);
 }
