@@ -233,3 +233,20 @@ def test_tables_never_cut_an_id_or_a_path():
     piped = Console(file=io.StringIO(), force_terminal=False, width=80)
     print_table(piped, headers, rows)
     assert piped.file.getvalue().splitlines() == ["\t".join(headers), "\t".join(rows[0])]
+
+
+def test_an_interrupted_sweep_shows_only_our_resume_hint(caplog):
+    """Tune's own hint (`Tuner.restore(path=..., trainable=...)`) would stand next to
+    ours (`tuner run --resume`); it is dropped, Tune's other warnings are not."""
+    import logging
+
+    import tuner.sweep._interrupt  # noqa: F401 - installs the filter
+
+    tune_log = logging.getLogger("ray.tune.tune")
+    with caplog.at_level(logging.WARNING, logger="ray.tune.tune"):
+        tune_log.warning(
+            "Experiment has been interrupted, but the most recent state was saved.\n"
+            'Resume experiment with: Tuner.restore(path="/x", trainable=...)'
+        )
+        tune_log.warning("Trials did not complete: [t_00000]")
+    assert [r.getMessage() for r in caplog.records] == ["Trials did not complete: [t_00000]"]

@@ -7,11 +7,25 @@ same. Only the signal tells them apart, so this callback wraps Tune's handlers.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from typing import Any
 
+from ray import tune as _tune_package
 from ray.tune import Callback
+
+
+class _NoRestoreHint(logging.Filter):
+    """Drops Tune's "Resume experiment with: Tuner.restore(...)" after an interrupt: a
+    sweep of ours continues with `tuner run --resume` or `tuner resume`, which we print."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Resume experiment with:" not in record.getMessage()
+
+
+# tune.tune's module logger, named by its module (the package re-exports the function)
+logging.getLogger(_tune_package.run.__module__).addFilter(_NoRestoreHint())
 
 _SIGNALS = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGUSR1", None)) if s is not None)
 
