@@ -146,6 +146,31 @@ def _link_sweep_operations(schema: dict) -> None:
         name: {"operationId": op, "parameters": {"experiment_id": "$response.body#/id"}}
         for name, op in _SWEEP_LINKS.items()
     }
+    # a sweep's trials -> the first one's metrics (a client, or schemathesis's stateful
+    # phase, reaches the per-trial route from a real trial id)
+    listed = schema["paths"]["/api/v1/experiments/{experiment_id}/trials"]["get"]["responses"]
+    listed["200"]["links"] = {
+        "TrialMetrics": {
+            "operationId": "trial_metrics",
+            "parameters": {
+                "experiment_id": "$request.path.experiment_id",
+                "trial_id": "$response.body#/items/0/trial_id",
+            },
+        }
+    }
+
+
+def _env_required_for_rllib(spec_schema: dict) -> None:
+    """The spec's conditional requirement, in the schema: an RLlib algorithm (a name, no
+    ':') needs an env id or import path; only a training loop of your own may omit it."""
+    spec_schema["if"] = {
+        "properties": {"algorithm": {"type": "string", "pattern": ":"}},
+        "required": ["algorithm"],
+    }
+    spec_schema["else"] = {
+        "required": ["env"],
+        "properties": {"env": {"type": "string", "minLength": 1}},
+    }
 
 
 def _method_routes(app: FastAPI, *routers: APIRouter) -> list[BaseRoute]:
@@ -190,6 +215,7 @@ def _openapi(app: FastAPI) -> Callable[[], dict]:
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components.update(spec_schema.pop("$defs", {}))
         components["ExperimentSpec"] = spec_schema
+        _env_required_for_rllib(spec_schema)
         _declare_problems(schema, components)
         _link_sweep_operations(schema)
         app.openapi_schema = schema
