@@ -23,6 +23,8 @@ TAG_STAGE = "tuner.stage"  # on each child: STAGE_SEARCH or STAGE_CONFIRM
 STAGE_SEARCH, STAGE_CONFIRM = "search", "confirm"
 TAG_ERROR = "tuner.error"  # the last line of a failed trial's error
 TAG_RETRIES = "tuner.retries"  # how many times a trial was restarted after a failure
+# on the parent of a warm-started sweep: the earlier sweep's run name and parent run id
+TAG_WARM_FROM, TAG_WARM_RUN = "tuner.warm_start_from", "tuner.warm_start_run_id"
 TAG_STATUS = "tuner.status"  # the sweep's outcome (statuses.SweepStatus) on the parent run
 TAG_ERRORED = "tuner.errored_trials"  # on the parent: trials in ERROR after their retries
 TAG_NODE_IP, TAG_NODE_ID, TAG_DEVICE = "tuner.node_ip", "tuner.node_id", "tuner.device"

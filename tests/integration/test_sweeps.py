@@ -127,7 +127,10 @@ def test_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path):
     assert by_nan[False].status == "TERMINATED"
     assert by_nan[True].status == "ERROR"
     assert "NaN" in by_nan[True].error and "loss" in by_nan[True].error
-    assert summary.status == "SUCCEEDED" and summary.best.trial_id == by_nan[False].trial_id
+    # retried max_failures (2) times, then ERROR: the sweep is PARTIAL, never a plain success
+    assert by_nan[True].retries == 2 and by_nan[False].retries == 0
+    assert summary.status == "PARTIAL" and summary.best.trial_id == by_nan[False].trial_id
+    assert any("failed for good" in w and by_nan[True].trial_id in w for w in summary.warnings)
 
 
 def test_stop_on_target_ends_the_whole_sweep(ray_local, tmp_path):

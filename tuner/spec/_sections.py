@@ -91,6 +91,32 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
 
 
+class WarmStartSpec(_Model):
+    """Start from an earlier sweep: its finished trials seed the search."""
+
+    # `from` is a Python keyword: the field is from_, written and shown as `from`
+    model_config = ConfigDict(
+        extra="forbid", allow_inf_nan=False, validate_by_name=True, serialize_by_alias=True
+    )
+
+    from_: str = Field(
+        ...,
+        alias="from",
+        min_length=1,
+        max_length=256,
+        description="The earlier sweep: its id (the service), its run name (`tuner run`), "
+        "or its name (the MLflow experiment: its latest finished sweep). Found in MLflow.",
+    )
+    top_k: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="Its best configs (by score) that run first, as ordinary trials, before "
+        "anything is sampled. With optuna, every finished trial of the same algorithm and "
+        "metric is also told to the sampler with its score.",
+    )
+
+
 class SearchSpec(_Model):
     """How hyperparameters are sampled."""
 
@@ -113,6 +139,13 @@ class SearchSpec(_Model):
         "`lambda`, ...), `model.<key>` for the RLModule model_config or `env_config.<key>` "
         "for an env constructor argument. Omitted: the "
         "algorithm's default search space (tuner/search_spaces/defaults.yaml).",
+    )
+    warm_start: WarmStartSpec | None = Field(
+        None,
+        description="Reuse an earlier sweep of the same algorithm: its best `top_k` configs "
+        "run first, and Optuna learns from all its finished trials. Keys are mapped by name; "
+        "those outside this space, or values outside its ranges, are dropped, with a "
+        "warning.",
     )
 
     @model_validator(mode="after")

@@ -29,7 +29,7 @@ from tuner.rllib import (
     stage_of,
 )
 from tuner.search_spaces import Domain
-from tuner.spec import ExperimentSpec, resolve_space
+from tuner.spec import ExperimentSpec, SpecError, resolve_space
 from tuner.statuses import TRIAL_UNFINISHED, SweepStatus, TrialStatus
 from tuner.sweep._confirm import confirm_runs, confirm_seeds, confirmed_configs, pick_candidates
 from tuner.sweep._headwatch import watch_connected_head
@@ -37,7 +37,8 @@ from tuner.sweep._interrupt import InterruptWatch
 from tuner.sweep._progress import RichProgress
 from tuner.sweep._summary import trial_view_from_result
 from tuner.sweep._tuner import build_tuner, restore_tuner, sampled_values
-from tuner.tracking import MLflowTracker, TrackingConfig, open_in_background
+from tuner.sweep._warm import WarmStart, warm_start
+from tuner.tracking import MLflowTracker, TrackingConfig, find_earlier_sweep, open_in_background
 from tuner.tune_paths import confirm_run, run_dir
 from tuner.validation import validate_spec
 from tuner.views import BestTrial, SweepSummary, TrialView
@@ -323,6 +324,21 @@ def _confirm(
         summary.status = SweepStatus.STOPPED
 
 
+def _warm_start(
+    spec: ExperimentSpec, space: dict[str, Domain], tracking: TrackingConfig | None
+) -> WarmStart:
+    """The warm start of the spec, from the earlier sweep MLflow keeps."""
+    if tracking is None:
+        raise SpecError.one(
+            "search.warm_start",
+            "a warm start reads the earlier sweep from MLflow: run with tracking",
+            spec.search.warm_start.model_dump() if spec.search.warm_start else None,
+        )
+    assert spec.search.warm_start is not None
+    earlier = find_earlier_sweep(tracking.tracking_uri, spec.search.warm_start.from_)
+    return warm_start(spec, space, earlier)
+
+
 def run_sweep(
     spec: ExperimentSpec,
     *,
@@ -401,6 +417,14 @@ def run_sweep(
         print(f"resuming {previous}", file=sys.stderr)
         tuner = restore_tuner(spec, space, previous, callbacks=cbs)
     else:
+        warm = None
+        if spec.search.warm_start is not None:
+            warm = _warm_start(spec, space, tracking)
+            warnings = [*warnings, *warm.warnings]
+            for line in warm.warnings:
+                print(f"warning: {line}", file=sys.stderr)
+            if tracker is not None:
+                tracker.note_warm_start(warm.source, warm.parent_run_id)
         tuner = build_tuner(
             spec,
             space,
@@ -408,6 +432,7 @@ def run_sweep(
             name=name,
             callbacks=cbs,
             stoppers=list(stoppers),
+            warm=warm,
         )
     with _signal_handlers_restored():  # Tune's and ours stay inside the fit
         result_grid = tuner.fit()

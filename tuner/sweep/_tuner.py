@@ -41,6 +41,7 @@ from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec, resolved_scheduler
 from tuner.sweep._schedulers import build_scheduler
 from tuner.sweep._stoppers import SweepStopper
+from tuner.sweep._warm import WarmStart, flat_point, nested_point
 
 # Tune raises when the metric is missing from a result, but evaluation keys exist
 # only on evaluating iterations and episode returns only once an episode ended.
@@ -88,19 +89,47 @@ class TunerOptunaSearch(OptunaSearch):
     (`evaluation.at_end`: the last one). A trial whose final result lacks it is told to
     Optuna as pruned, as Tune's does."""
 
+    def __init__(
+        self, *args: Any, known: list[tuple[dict[str, Any], float]] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        # a warm start's earlier (point, score) pairs, told once the space is known
+        self.tuner_known = list(known or [])
+
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         if self.metric in result:
             super().on_trial_result(trial_id, result)
 
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict, **spec: Any
+    ) -> bool:
+        """Tune's, then the warm start's earlier trials told to the study as completed."""
+        done = super().set_search_properties(metric, mode, config, **spec)
+        if done:
+            for point, score in self.tuner_known:
+                self.add_evaluated_point(point, score)
+            self.tuner_known = []
+        return done
 
-def _search_alg(spec: ExperimentSpec) -> Searcher | BasicVariantGenerator:
+
+def _search_alg(
+    spec: ExperimentSpec, warm: WarmStart | None = None
+) -> Searcher | BasicVariantGenerator:
+    params = trial_params(spec) if warm is not None else {}
+    first = [w for w in (warm.first if warm else [])]
     if spec.search.method == "optuna":
         import optuna
 
-        return TunerOptunaSearch(sampler=optuna.samplers.TPESampler(seed=spec.seed))
+        return TunerOptunaSearch(
+            sampler=optuna.samplers.TPESampler(seed=spec.seed),
+            points_to_evaluate=[flat_point(params, v) for v in first] or None,
+            known=[(flat_point(params, v), s) for v, s in (warm.known if warm else [])],
+        )
     # A SearchAlgorithm, not a Searcher: Tune ignores TuneConfig.max_concurrent_trials for it.
     return BasicVariantGenerator(
-        max_concurrent=spec.max_concurrent_trials or 0, random_state=spec.seed
+        max_concurrent=spec.max_concurrent_trials or 0,
+        random_state=spec.seed,
+        points_to_evaluate=[nested_point(params, v) for v in first] or None,
     )
 
 
@@ -128,6 +157,7 @@ def build_tuner(
     callbacks: list[tune.Callback] | None = None,
     stoppers: list[Stopper] | None = None,
     confirm_runs: list[dict[str, Any]] | None = None,
+    warm: WarmStart | None = None,
 ) -> tune.Tuner:
     """A Tuner that runs the spec's sweep over the resolved `space`, its state under
     storage_path/name. With `confirm_runs`, the confirmation stage instead: each of
@@ -172,7 +202,7 @@ def build_tuner(
             metric=spec.metric,
             mode=spec.mode,
             num_samples=spec.search.num_samples,
-            search_alg=_search_alg(spec),
+            search_alg=_search_alg(spec, warm),
             scheduler=build_scheduler(resolved_scheduler(spec, space), space, params),
             max_concurrent_trials=spec.max_concurrent_trials
             if spec.search.method == "optuna"

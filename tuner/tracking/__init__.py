@@ -10,11 +10,14 @@ from tuner.tracking._mlflow_metrics import result_metrics
 from tuner.tracking._mlflow_tracker import MLflowTracker, TrackingConfig
 from tuner.tracking._mlflow_writer import open_in_background, open_store
 from tuner.tracking._store_callback import StoreRecorder
+from tuner.tracking._warm import EarlierSweep, find_earlier_sweep
 
 __all__ = [
+    "EarlierSweep",
     "MLflowTracker",
     "StoreRecorder",
     "TrackingConfig",
+    "find_earlier_sweep",
     "open_in_background",
     "open_store",
     "result_metrics",

@@ -291,6 +291,13 @@ class MLflowTracker(Callback):
         )
         return run.info.run_id
 
+    def note_warm_start(self, source: str, parent_run_id: str) -> None:
+        """Tags the parent run with the earlier sweep a warm start reuses (its run name and
+        parent run, which the MLflow UI opens by id)."""
+        parent = self.start()
+        tags = {names.TAG_WARM_FROM: source, names.TAG_WARM_RUN: parent_run_id}
+        self.runs.log(parent, tags=tags)
+
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._child_run(trial)
 
