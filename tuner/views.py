@@ -443,6 +443,12 @@ class Plan(_View):
     fits: bool = Field(..., description="Whether one trial can be placed on the cluster.")
     problems: list[Issue] = Field(default_factory=list, description="Every problem, by field.")
     search_keys: list[str] = Field(default_factory=list, description="The keys searched.")
+    warm_start: dict[str, Any] | None = Field(
+        None,
+        description="What a warm start reuses: the earlier sweep (`from`: its run name, "
+        "`parent_run_id`), the configs that run `first`, how many finished trials are "
+        "`told_to_optuna`, and what was dropped (`warnings`).",
+    )
     base_settings: dict[str, Any] = Field(
         default_factory=dict,
         description="The env's base settings in force (tuner/search_spaces/env_settings.yaml: "

@@ -93,3 +93,39 @@ def test_a_warm_start_runs_the_earlier_best_first_and_drops_what_does_not_fit(ra
     with pytest.raises(SpecError) as err:
         run_sweep(missing, storage_path=tmp_path / "tune", progress=False, tracking=tracking)
     assert "no sweep named 'no-such-sweep'" in err.value.issues[0].msg
+
+
+def test_plan_shows_what_a_warm_start_reuses_and_refuses_a_missing_source(ray_local, tmp_path):
+    """`tuner plan` (and the API's dry run, through the same pipeline) looks the earlier
+    sweep up in MLflow: the configs that will run first; a source that is not there is a
+    problem on search.warm_start.from before anything runs."""
+    from tuner.validation import Checks, check_source
+
+    tracking = TrackingConfig(
+        tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        artifact_location=(tmp_path / "artifacts").as_uri(),
+    )
+    space = {"lr": {"loguniform": [1e-4, 1e-3]}}
+    earlier = run_sweep(
+        tiny_spec(name="first", search={"method": "random", "num_samples": 2, "space": space}),
+        storage_path=tmp_path / "tune",
+        name="first-run",
+        progress=False,
+        tracking=tracking,
+    )
+    best = max(earlier.trials, key=lambda t: t.score)
+    text = (
+        "name: again\nalgorithm: PPO\nenv: CartPole-v1\n"
+        "config: {train_batch_size_per_learner: 128, minibatch_size: 64, num_epochs: 1}\n"
+        "search: {method: optuna, num_samples: 2, space: {lr: {loguniform: [1.0e-4, 1.0e-3]}},"
+        " warm_start: {from: first, top_k: 1}}\nstop: {training_iteration: 1}\n"
+    )
+    checks = Checks(build_env=False, plan=True, tracking_uri=tracking.tracking_uri)
+    checked = check_source(text, True, checks)
+    assert checked.ok, checked.issues
+    reused = checked.plan.warm_start
+    assert reused["from"] == "first-run" and reused["parent_run_id"] == earlier.mlflow.parent_run_id
+    assert reused["first"] == [{"lr": best.config["lr"]}]
+    assert reused["told_to_optuna"] == 2
+    missing = check_source(text.replace("from: first,", "from: nowhere,"), True, checks)
+    assert [i.loc for i in missing.issues] == ["search.warm_start.from"]

@@ -266,6 +266,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.allowed_module_list,
         settings.max_trials,
         max_asha_rungs=settings.max_asha_rungs,
+        tracking_uri=settings.tracking_uri,
     )
     loop = asyncio.get_running_loop()
     app.state.wake_event = asyncio.Event()

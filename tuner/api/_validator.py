@@ -20,8 +20,10 @@ class Validator:
         max_trials: int | None = None,
         timeout_s: float = 120,
         max_asha_rungs: int | None = None,
+        tracking_uri: str | None = None,
     ) -> None:
         self.allowed = allowed_modules
+        self.tracking_uri = tracking_uri  # a warm start's earlier sweep is looked up there
         self.max_trials = max_trials
         self.max_asha_rungs = max_asha_rungs
         self.timeout_s = timeout_s
@@ -53,6 +55,7 @@ class Validator:
             max_trials=self.max_trials,
             max_asha_rungs=self.max_asha_rungs,
             plan=plan,
+            tracking_uri=self.tracking_uri,
         )
         future = None
         try:

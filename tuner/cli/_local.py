@@ -89,6 +89,7 @@ def _checked(
         max_trials=settings.max_trials,
         max_asha_rungs=settings.max_asha_rungs,
         plan=plan,
+        tracking_uri=settings.tracking_uri,
     )
     checked = validation.check_source(text, file.suffix != ".json", checks)
     if not checked.ok:
@@ -137,6 +138,16 @@ def plan(
             typer.echo(f"{result.concurrent} at once (limited by {result.limited_by})")
         if result.max_env_steps:
             typer.echo(f"at most {result.max_env_steps:,} env steps in all")
+        if result.max_iterations:
+            typer.echo(f"at most {result.max_iterations:,} iterations in all")
+        if result.base_settings:
+            typer.echo(f"base settings: {json.dumps(result.base_settings)}")
+        if result.warm_start:
+            reused = result.warm_start
+            typer.echo(
+                f"warm start from {reused['from']}: first {json.dumps(reused['first'])}; "
+                f"{reused['told_to_optuna']} earlier trials told to Optuna"
+            )
         for problem in result.problems:
             err.print(f"  {problem.loc}: {problem.msg}", markup=False, highlight=False)
         typer.echo("fits" if result.fits else "does NOT fit")

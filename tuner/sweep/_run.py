@@ -37,8 +37,14 @@ from tuner.sweep._interrupt import InterruptWatch
 from tuner.sweep._progress import RichProgress
 from tuner.sweep._summary import trial_view_from_result
 from tuner.sweep._tuner import build_tuner, restore_tuner, sampled_values
-from tuner.sweep._warm import WarmStart, warm_start
-from tuner.tracking import MLflowTracker, TrackingConfig, find_earlier_sweep, open_in_background
+from tuner.tracking import (
+    MLflowTracker,
+    TrackingConfig,
+    WarmStart,
+    find_earlier_sweep,
+    open_in_background,
+    warm_start,
+)
 from tuner.tune_paths import confirm_run, run_dir
 from tuner.validation import validate_spec
 from tuner.views import BestTrial, SweepSummary, TrialView

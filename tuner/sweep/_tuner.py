@@ -41,7 +41,8 @@ from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec, resolved_scheduler
 from tuner.sweep._schedulers import build_scheduler
 from tuner.sweep._stoppers import SweepStopper
-from tuner.sweep._warm import WarmStart, flat_point, nested_point
+from tuner.sweep._warm import flat_point, nested_point
+from tuner.tracking import WarmStart
 
 # Tune raises when the metric is missing from a result, but evaluation keys exist
 # only on evaluating iterations and episode returns only once an episode ended.

@@ -10,15 +10,17 @@ from tuner.tracking._mlflow_metrics import result_metrics
 from tuner.tracking._mlflow_tracker import MLflowTracker, TrackingConfig
 from tuner.tracking._mlflow_writer import open_in_background, open_store
 from tuner.tracking._store_callback import StoreRecorder
-from tuner.tracking._warm import EarlierSweep, find_earlier_sweep
+from tuner.tracking._warm import EarlierSweep, WarmStart, find_earlier_sweep, warm_start
 
 __all__ = [
     "EarlierSweep",
     "MLflowTracker",
     "StoreRecorder",
     "TrackingConfig",
+    "WarmStart",
     "find_earlier_sweep",
     "open_in_background",
     "open_store",
     "result_metrics",
+    "warm_start",
 ]

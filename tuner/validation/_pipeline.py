@@ -44,6 +44,7 @@ class Checks:
     max_trials: int | None = None  # the service's limits
     max_asha_rungs: int | None = None
     plan: bool = False  # also plan it (the fit is then part of the plan, not an issue)
+    tracking_uri: str | None = None  # MLflow: where a warm start's earlier sweep is found
 
 
 @dataclass
@@ -129,8 +130,26 @@ def _semantics(out: Checked, checks: Checks) -> None:
         )
     except SpecError as err:
         issues += err.issues
+    reused = None
+    if not issues and spec.search.warm_start is not None and checks.tracking_uri:
+        from tuner.tracking import find_earlier_sweep, warm_start
+
+        try:  # the earlier sweep is there, of this algorithm: what it gives, said now
+            earlier = find_earlier_sweep(checks.tracking_uri, spec.search.warm_start.from_)
+            reused = warm_start(spec, out.space, earlier)
+            out.warnings += reused.warnings
+        except SpecError as err:
+            issues += err.issues
     if checks.plan and not issues:
         out.plan = plan_spec(spec, checks.nodes, check_fit=checks.check_fit, space=out.space)
+        if reused is not None:
+            out.plan.warm_start = {
+                "from": reused.source,
+                "parent_run_id": reused.parent_run_id,
+                "first": reused.first,
+                "told_to_optuna": len(reused.known),
+                "warnings": reused.warnings,
+            }
     elif checks.nodes is not None and checks.check_fit and not checks.plan:
         try:
             check_fits(spec, checks.nodes)
