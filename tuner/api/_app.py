@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute
@@ -90,6 +91,22 @@ class BodyLimit:
 
 class _TooLarge(Exception):
     pass
+
+
+async def _store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """The store refused a read or a write (a read-only or full disk, a database that is
+    down): 503 with what it said, never a 500. Each write is one transaction, so the one
+    refused left nothing half-written; the request can be sent again once it is back."""
+    first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300]
+    log.warning("store unavailable on %s %s: %s", request.method, request.url.path, first)
+    return JSONResponse(
+        {
+            "detail": f"the store is unavailable ({first}); nothing was changed: send the "
+            "request again once it is writable"
+        },
+        503,
+        headers={"Retry-After": "10"},
+    )
 
 
 async def _request_problems(request: Request, exc: Exception) -> JSONResponse:
@@ -366,6 +383,7 @@ def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = No
     app.add_middleware(SecurityHeaders)  # outermost: 400s and 413s carry the headers too
     app.add_exception_handler(RequestValidationError, _request_problems)
     app.add_exception_handler(StarletteHTTPException, _method_not_allowed)
+    app.add_exception_handler(OperationalError, _store_unavailable)
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -534,9 +534,11 @@ function trialColumns(configKeys) {
     num('iterations', 'Iter'),
     num('env_steps', 'Env steps'),
     { key: 'stage', label: 'Stage', get: (t) => t.stage },
-    num('metric', 'Metric'),
+    // one name per number, as the CLI, the JSON and MLflow: the score (the ranking value
+    // under the spec's scope), the peak, the last value
     num('score', 'Score'),
-    num('best_metric', 'Best'),
+    num('best_metric', 'Peak'),
+    num('metric', 'Last'),
     num('retries', 'Retries'),
     ...configKeys.map((k) => ({
       key: `config.${k}`, label: k, cls: 'col-config',
