@@ -44,7 +44,7 @@ LAYERS = [
     {"tuner.tracking"},
     {"tuner.validation"},
     {"tuner.sweep"},
-    {"tuner.service", "tuner.purge", "tuner.api", "tuner.cli"},
+    {"tuner.service", "tuner.purge", "tuner.compare", "tuner.api", "tuner.cli"},
     {"tuner.trials"},  # old import paths for what earlier versions pickled
 ]
 

@@ -13,8 +13,8 @@ from starlette.concurrency import run_in_threadpool
 
 import tuner
 from tuner import algorithms as registry
+from tuner import compare, service
 from tuner import purge as purging
-from tuner import service
 from tuner.api._cache import ViewCache
 from tuner.api._deps import (
     LauncherDep,
@@ -26,6 +26,7 @@ from tuner.api._deps import (
     require_token,
 )
 from tuner.api._procs import in_fresh_process
+from tuner.compare import Comparison
 from tuner.mlflow_names import RETURN_KEY
 from tuner.statuses import SweepStatus
 from tuner.store import ExperimentRecord, Store
@@ -463,3 +464,35 @@ def examples() -> list[ExampleSpec]:
         ExampleSpec(name=path.stem, spec=path.read_text())
         for path in sorted(_EXAMPLES.glob("*.yaml"))
     ]
+
+
+@router.get(
+    "/compare",
+    response_model=Comparison,
+    responses=NOT_FOUND,
+    tags=["experiments"],
+)
+def compare_sweeps(
+    store: StoreDep,
+    ids: Annotated[
+        str,
+        Query(
+            description=f"2 to {compare.MOST} distinct sweep ids, comma-separated.",
+            max_length=400,
+        ),
+    ],
+) -> Comparison:
+    """Sweeps side by side: each best config (the keys that differ named), its confirmed
+    mean and CI, its best trial's learning curve, its importance and MLflow links."""
+    wanted = [i.strip() for i in ids.split(",") if i.strip()]
+    if not 2 <= len(wanted) <= compare.MOST or len(set(wanted)) != len(wanted):
+        issue = Issue(
+            loc="ids",
+            value=ids,
+            msg=f"give 2 to {compare.MOST} distinct sweep ids, comma-separated",
+        )
+        raise HTTPException(422, detail=[issue.model_dump(mode="json")])
+    try:
+        return compare.compare(store, wanted)
+    except compare.UnknownSweep as err:
+        raise HTTPException(404, detail=f"no sweep {err.args[0]!r}") from None

@@ -239,3 +239,45 @@ def schema() -> None:
     from tuner.spec import json_schema
 
     typer.echo(json.dumps(json_schema(), indent=2))
+
+
+@app.command()
+def compare(
+    experiment_ids: Annotated[list[str], typer.Argument(help="2 to 4 sweep ids.")],
+    url: UrlOpt = None,
+    output: Annotated[str, typer.Option(help="table or json.")] = "table",
+) -> None:
+    """Sweeps side by side: best configs (differing keys marked *), confirmed mean and
+    CI, score, MLflow links."""
+    data = _call("GET", url, "/compare", params={"ids": ",".join(experiment_ids)})
+    if output == "json":
+        typer.echo(json.dumps(data, indent=2))
+        return
+    out = Console()
+    sweeps, differing = data["sweeps"], set(data["differing_keys"])
+
+    def score(s: dict) -> str:
+        return "-" if not s["best"] else f"{s['best']['metric_value']:.4g} ({s['scope']})"
+
+    def confirmed(s: dict) -> str:
+        c = s.get("confirmed") or {}
+        if c.get("mean") is None:
+            return "-"
+        ci = c.get("ci95") or [None, None]
+        return (
+            f"{c['mean']:.4g} [{ci[0]:.4g}, {ci[1]:.4g}]"
+            if ci[0] is not None
+            else f"{c['mean']:.4g}"
+        )
+
+    rows = [
+        ["sweep", *[f"{s['name']} ({s['id']})" for s in sweeps]],
+        ["status", *[s["status"] for s in sweeps]],
+        ["score", *[score(s) for s in sweeps]],
+        ["confirmed mean [95 % CI]", *[confirmed(s) for s in sweeps]],
+    ]
+    for key in data["keys"]:
+        values = [json.dumps((s["best"] or {}).get("config", {}).get(key, "-")) for s in sweeps]
+        rows.append([f"{key} *" if key in differing else key, *values])
+    rows.append(["mlflow run", *[(s.get("mlflow") or {}).get("url") or "-" for s in sweeps]])
+    print_table(out, rows[0], rows[1:])
