@@ -132,3 +132,46 @@ def test_evaluate_of_a_model_that_is_not_there_says_so_in_one_line(tmp_path):
     assert len(lines) == 1, out.stderr
     assert "no model version nope-best/1" in lines[0]
     assert "registered models: cartpole-best" in lines[0]
+
+
+def test_a_run_with_a_trial_failed_for_good_exits_4(tmp_path):
+    """`tuner run` of a sweep that ends PARTIAL (a trial whose loss turns NaN, retried
+    max_failures times, then ERROR) exits 4 (README), never 0."""
+    import yaml
+
+    spec = {
+        "name": "partial",
+        "algorithm": "PPO",
+        "env": "tests.envs:LineEnv",
+        "config": {"train_batch_size_per_learner": 128, "minibatch_size": 64, "num_epochs": 1},
+        "model": {"fcnet_hiddens": [16]},
+        "search": {"method": "grid", "space": {"env_config.nan_reward": {"grid": [False, True]}}},
+        "stop": {"training_iteration": 1},
+        "max_failures": 1,
+        "checkpoint": {"at_end": False},
+        "resources": {"num_env_runners": 0},
+    }
+    path = tmp_path / "partial.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")
+    try:
+        out = run_cli(
+            [
+                "run",
+                str(path),
+                "--output",
+                "json",
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--allow-module",
+                "tests",
+            ],
+            ray_tmp,
+        )
+        assert out.returncode == 4, out.stderr[-3000:]
+        summary = json.loads(out.stdout)
+        assert summary["status"] == "PARTIAL"
+        assert sorted(t["status"] for t in summary["trials"]) == ["ERROR", "TERMINATED"]
+        assert max(t["retries"] for t in summary["trials"]) == 1
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
