@@ -262,3 +262,65 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
     finally:
         server.stop()
         server.stop_head()
+
+
+def test_compare_page_ticks_two_sweeps_and_shows_them_side_by_side(server, browser):
+    """From the list, tick two sweeps and open the comparison: their best configs in
+    columns with the differing key marked, the confirmed mean and CI, both best trials'
+    curves on one chart."""
+    from tuner.store import MetricPoint, Store
+    from tuner.views import BestTrial, ConfirmedConfig
+
+    key = "env_runners/episode_return_mean"
+    store = Store(f"sqlite:///{server.data_dir / 'tuner.db'}")
+    ids = []
+    for name, lr, score in (("cmp-a", 1e-3, 20.0), ("cmp-b", 3e-4, 30.0)):
+        spec = {**tiny(name), "metric": key, "mode": "max"}
+        rec = store.create_experiment(name=name, spec=spec, warnings=[])
+        store.transition(rec.id, "STOPPED", allowed_from={"QUEUED"})  # never launched
+        trial = f"{name}_00000"
+        config = {"lr": lr, "gamma": 0.99}
+        store.upsert_trial(rec.id, trial, status="TERMINATED", config=config, score=score)
+        store.add_metric_points(
+            rec.id,
+            trial,
+            [
+                MetricPoint(iteration=k, env_steps=100 * k, values={key: score * k / 3})
+                for k in (1, 2, 3)
+            ],
+        )
+        best = BestTrial(trial_id=trial, config=config, full_config=config, metric_value=score)
+        if name == "cmp-a":
+            best.confirmed = ConfirmedConfig(
+                trial_id=trial,
+                config=config,
+                seeds=[7, 8],
+                scores=[18.0, 20.0],
+                mean=19.0,
+                ci95=[18.0, 20.0],
+            )
+        store.update_experiment(rec.id, best=best.model_dump(mode="json"))
+        ids.append(rec.id)
+    store.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server.url}/#/")
+    for sweep_id in ids:
+        page.wait_for_selector(f"#experiments-table input.pick[value='{sweep_id}']")
+        page.check(f"#experiments-table input.pick[value='{sweep_id}']")
+    assert page.is_enabled("#compare-button")
+    page.click("#compare-button")
+    page.wait_for_selector("#compare-view:not([hidden]) #compare-table tbody tr")
+    heads = page.locator("#compare-table thead th").all_inner_texts()
+    assert heads[1:] == ["cmp-a", "cmp-b"]
+    lr_row = page.locator("#compare-table tbody tr.differs").all_inner_texts()
+    assert len(lr_row) == 1 and lr_row[0].startswith("lr")
+    gamma = page.locator("#compare-table tbody tr:not(.differs)", has_text="gamma")
+    assert gamma.count() == 1
+    assert "19 [18, 20]" in page.locator("#compare-table tbody").inner_text()
+    page.wait_for_selector("#compare-chart .plot-container", timeout=30_000)
+    assert page.locator("#compare-chart .scatterlayer .trace").count() == 2
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
+    assert not errors, errors

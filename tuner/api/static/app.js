@@ -3,6 +3,8 @@
 //
 //   #/                      list of sweeps (?status=<status>&offset=50 in the hash)
 //   #/experiments/<id>      one sweep: header, best trial, trials table, charts
+//   #/compare?ids=A,B       2 to 4 sweeps side by side (read once, not polled)
+//   #/new                   a new sweep from a spec
 //
 // Every 2 s while the tab is visible the current view is re-fetched and the DOM is
 // patched in place: tables are rebuilt with one innerHTML assignment (skipped when
@@ -194,6 +196,7 @@ const state = {
   gen: 0, // bumped on navigation: responses that arrive for an older view are dropped
   exp: null, // per-sweep state, see newSweepState()
   lastRefreshMs: 0,
+  picked: new Set(), // sweep ids ticked for a comparison
 };
 
 function newSweepState(id) {
@@ -217,6 +220,9 @@ function parseRoute() {
   if (m) return { view: 'experiment', id: decodeURIComponent(m[1]) };
   if (path === '/new') return { view: 'new' };
   const q = new URLSearchParams(query);
+  if (path === '/compare') {
+    return { view: 'compare', ids: (q.get('ids') || '').split(',').filter(Boolean) };
+  }
   const offset = Math.max(0, parseInt(q.get('offset'), 10) || 0);
   return { view: 'list', status: q.get('status') || '', offset };
 }
@@ -236,6 +242,12 @@ function onRoute() {
   show($('#list-view'), route.view === 'list');
   show($('#experiment-view'), route.view === 'experiment');
   show($('#new-view'), route.view === 'new');
+  show($('#compare-view'), route.view === 'compare');
+  if (route.view === 'compare') {
+    document.title = 'tuner · compare';
+    loadComparison(route, state.gen);
+    return; // a comparison is read once
+  }
   if (route.view === 'new') {
     document.title = 'tuner · new sweep';
     loadExamples();
@@ -265,7 +277,7 @@ async function refresh() {
 
 async function doRefresh() {
   const { gen, route } = state;
-  if (route.view === 'new') return;
+  if (route.view === 'new' || route.view === 'compare') return;
   const t0 = performance.now();
   try {
     await loadStatuses();
@@ -343,6 +355,8 @@ function renderList(page, route) {
   const items = page.items || [];
   const rows = items.map((e) => `
     <tr data-id="${esc(e.id)}">
+      <td><input type="checkbox" class="pick" value="${esc(e.id)}" aria-label="compare ${esc(e.name || e.id)}"${
+        state.picked.has(e.id) ? ' checked' : ''}></td>
       <td><a href="#/experiments/${esc(encodeURIComponent(e.id))}">${esc(e.name || e.id)}</a></td>
       <td>${badge(e.status)}</td>
       <td>${esc(e.algorithm)}</td>
@@ -351,7 +365,7 @@ function renderList(page, route) {
       <td class="num">${esc(fmtNum(e.best ? e.best.metric_value : null))}</td>
       <td>${esc(fmtTime(e.created_at))}</td>
     </tr>`);
-  const empty = `<tr><td colspan="7" class="empty">No sweeps${
+  const empty = `<tr><td colspan="8" class="empty">No sweeps${
     route.status ? ` with status ${esc(route.status)}` : ''}.</td></tr>`;
   setHtml($('#experiments-table tbody'), rows.length ? rows.join('') : empty);
 
@@ -360,6 +374,64 @@ function renderList(page, route) {
   setText($('#page-info'), `${from}–${route.offset + items.length} of ${total}`);
   $('#prev-page').disabled = route.offset <= 0;
   $('#next-page').disabled = route.offset + PAGE_SIZE >= total;
+}
+
+// ---------------------------------------------------------------- compare view
+
+const COMPARE_MOST = 4;
+
+/** Sweeps side by side (GET /compare): a column per sweep, a row per best-config key
+ * (marked where the values differ), and each best trial's curve on one chart. */
+async function loadComparison(route, gen) {
+  setHtml($('#compare-table thead'), '');
+  setHtml($('#compare-table tbody'), '');
+  try {
+    const q = new URLSearchParams({ ids: route.ids.join(',') });
+    const cmp = await api(`/compare?${q}`);
+    if (gen !== state.gen) return;
+    setBanner('');
+    renderComparison(cmp);
+  } catch (err) {
+    if (gen === state.gen) setBanner(describeError(err));
+  }
+}
+
+function renderComparison(cmp) {
+  const sweeps = cmp.sweeps;
+  const differ = new Set(cmp.differing_keys);
+  const cell = (v) => `<td>${esc(v)}</td>`;
+  const ci = (c) => (c && c.mean != null
+    ? `${fmtNum(c.mean)}${c.ci95 ? ` [${fmtNum(c.ci95[0])}, ${fmtNum(c.ci95[1])}]` : ''}` : '—');
+  setHtml($('#compare-table thead'), `<tr><th></th>${sweeps.map((s) =>
+    `<th><a href="#/experiments/${esc(encodeURIComponent(s.id))}">${esc(s.name)}</a></th>`).join('')}</tr>`);
+  const rows = [
+    `<tr><th>Status</th>${sweeps.map((s) => `<td>${badge(s.status)}</td>`).join('')}</tr>`,
+    `<tr><th>Score</th>${sweeps.map((s) => cell(s.best
+      ? `${fmtNum(s.best.metric_value)} (${s.scope} of ${s.metric})` : '—')).join('')}</tr>`,
+    `<tr><th>Confirmed mean [95 % CI]</th>${sweeps.map((s) => cell(ci(s.confirmed))).join('')}</tr>`,
+    ...cmp.keys.map((k) => `<tr class="${differ.has(k) ? 'differs' : ''}"><th>${esc(k)}${
+      differ.has(k) ? ' <span class="mark" title="differs">≠</span>' : ''}</th>${sweeps.map((s) =>
+      cell(s.best && k in s.best.config ? fmtValue(s.best.config[k]) : '—')).join('')}</tr>`),
+    `<tr><th>Importance</th>${sweeps.map((s) => cell(Object.entries(s.importance || {})
+      .slice(0, 3).map(([k, v]) => `${k} ${fmtNum(v)}`).join(', ') || '—')).join('')}</tr>`,
+    `<tr><th>MLflow</th>${sweeps.map((s) => `<td>${link(s.mlflow && s.mlflow.url, 'run ↗') || '—'}</td>`).join('')}</tr>`,
+  ];
+  setHtml($('#compare-table tbody'), rows.join(''));
+  if (!window.Plotly) return chartNote('compare-chart', 'Charts unavailable: plotly.min.js did not load.');
+  const traces = sweeps.filter((s) => s.curve.length).map((s) => ({
+    type: 'scatter',
+    mode: 'lines+markers',
+    name: s.name,
+    x: s.curve.map((p) => p.env_steps),
+    y: s.curve.map((p) => p.value),
+  }));
+  chartNote('compare-chart', traces.length ? '' : 'No best trial has reported its metric yet.');
+  Plotly.react($('#compare-chart'), traces, {
+    height: 320,
+    margin: { l: 60, r: 20, t: 10, b: 50 },
+    xaxis: { title: { text: 'env steps' } },
+    yaxis: { title: { text: (sweeps[0] && sweeps[0].metric) || 'metric' } },
+  }, PLOT_CONFIG);
 }
 
 // ---------------------------------------------------------------- sweep view
@@ -946,8 +1018,19 @@ function init() {
   });
   // One delegated listener per table instead of one per row.
   $('#experiments-table tbody').addEventListener('click', (e) => {
+    const pick = e.target.closest('input.pick');
+    if (pick) {
+      if (pick.checked) state.picked.add(pick.value);
+      else state.picked.delete(pick.value);
+      const n = state.picked.size;
+      $('#compare-button').disabled = n < 2 || n > COMPARE_MOST;
+      return;
+    }
     const tr = e.target.closest('tr[data-id]');
     if (tr && !e.target.closest('a')) location.hash = `#/experiments/${encodeURIComponent(tr.dataset.id)}`;
+  });
+  $('#compare-button').addEventListener('click', () => {
+    location.hash = `#/compare?ids=${[...state.picked].map(encodeURIComponent).join(',')}`;
   });
   $('#trials-table thead').addEventListener('click', (e) => {
     const th = e.target.closest('th[data-key]');
