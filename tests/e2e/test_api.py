@@ -12,9 +12,9 @@ from mlflow.tracking import MlflowClient
 
 from tests.e2e.conftest import tiny, wait_for
 from tuner.launcher import RayJobs
+from tuner.statuses import TERMINAL
 
 pytestmark = pytest.mark.e2e
-TERMINAL = {"SUCCEEDED", "STOPPED", "FAILED"}
 
 
 def test_health_and_openapi(server):

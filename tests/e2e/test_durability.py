@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 
+import httpx
 import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.e2e.conftest import Server, tiny, wait_for
+from tuner.statuses import TERMINAL
 
 pytestmark = pytest.mark.e2e
-TERMINAL = {"SUCCEEDED", "STOPPED", "FAILED"}
 
 
 def slow_spec(name, iterations=6):
@@ -123,3 +126,58 @@ def test_serve_with_mlflow_ui_starts_and_stops_it(tmp_path):
         server.stop_head()
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{ui}/health", timeout=2)  # stopped with the server
+
+
+def test_server_killed_during_a_post_and_during_a_stop(tmp_path):
+    """SIGKILL the API server while a POST is in flight, and again right after a stop was
+    accepted: after each restart there is no duplicate sweep, and nothing is left stuck in
+    STOPPING (the restarted supervisor finishes the stop; a resume then finishes the
+    sweep)."""
+    data = tmp_path / "data"
+    first = Server(data).start()
+    try:
+        answers: list[object] = []
+
+        def post() -> None:
+            try:
+                with first.client() as c:
+                    answers.append(c.post("/experiments", json=slow_spec("in-flight")).status_code)
+            except httpx.HTTPError as err:  # the server died under it
+                answers.append(err)
+
+        sender = threading.Thread(target=post)
+        sender.start()
+        time.sleep(0.3)  # the request is on its way (validation takes longer than this)
+        first.kill()
+        sender.join(timeout=60)
+        second = Server(data).start()
+        try:
+            with second.client() as c:
+                same = [
+                    e for e in c.get("/experiments").json()["items"] if e["name"] == "in-flight"
+                ]
+                assert len(same) <= 1, same  # stored once or not at all, never twice
+                if not same:  # the client got no 201: sending it again is safe
+                    same = [c.post("/experiments", json=slow_spec("in-flight")).json()]
+                exp_id = same[0]["id"]
+                wait_for(c, exp_id, running_with_progress(c, exp_id))
+                assert c.post(f"/experiments/{exp_id}/stop").json()["status"] == "STOPPING"
+            second.kill()  # the stop is accepted; the server dies before it is done
+            third = Server(data).start()
+            try:
+                with third.client() as c:
+                    view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL, timeout=180)
+                    assert view["status"] == "STOPPED", view  # never stuck in STOPPING
+                    assert c.post(f"/experiments/{exp_id}/resume").json()["status"] == "QUEUED"
+                    view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL, timeout=300)
+                    assert view["status"] == "SUCCEEDED", view["error"]
+                    trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+                    assert_each_trial_once(third, view, trials, 6)
+                    names = [e["name"] for e in c.get("/experiments").json()["items"]]
+                    assert names.count("in-flight") == 1
+            finally:
+                third.stop()
+        finally:
+            second.stop()
+    finally:
+        first.stop_head()

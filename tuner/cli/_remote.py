@@ -271,7 +271,7 @@ def compare(
         )
 
     rows = [
-        ["sweep", *[f"{s['name']} ({s['id']})" for s in sweeps]],
+        ["name (id)", *[f"{s['name']} ({s['id']})" for s in sweeps]],
         ["status", *[s["status"] for s in sweeps]],
         ["score", *[score(s) for s in sweeps]],
         ["confirmed mean [95 % CI]", *[confirmed(s) for s in sweeps]],
