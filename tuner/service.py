@@ -130,6 +130,10 @@ class Supervisor:
 
     def tick(self) -> None:
         """One reconciliation pass (call periodically, and once at start-up)."""
+        try:  # an embedded head that died is started again; its sweeps resume below
+            self.launcher.restart_lost_head(self.settings.embedded_num_cpus)
+        except Exception:  # noqa: BLE001 - the next tick tries again
+            log.exception("restarting the embedded Ray head failed; retrying next tick")
         now = datetime.now(UTC)
         for status in in_order(LAUNCHED):
             records, _ = self.store.list_experiments(status=status, limit=10_000)

@@ -181,3 +181,30 @@ def test_server_killed_during_a_post_and_during_a_stop(tmp_path):
             second.stop()
     finally:
         first.stop_head()
+
+
+def test_the_embedded_head_killed_mid_sweep_is_started_again_and_the_sweep_resumes(tmp_path):
+    """SIGKILL the embedded Ray head (its whole process group: GCS, raylet, the sweep's
+    driver) while a sweep runs: the service starts a new head, finds the sweep's job gone
+    and resumes the sweep from Tune's saved state; it finishes with each trial once."""
+    import json
+
+    data = tmp_path / "data"
+    server = Server(data).start()
+    try:
+        with server.client() as c:
+            exp_id = c.post("/experiments", json=slow_spec("head-dies")).json()["id"]
+            wait_for(c, exp_id, running_with_progress(c, exp_id))
+            old = json.loads((data / "ray-head.json").read_text())
+            os.killpg(int(old["pid"]), signal.SIGKILL)  # the head this server started
+            view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL, timeout=400)
+            assert view["status"] == "SUCCEEDED", view["error"]
+            assert view["attempts"] == 2 and "resumed" in (view["error"] or "")
+            new = json.loads((data / "ray-head.json").read_text())
+            assert new["pid"] != old["pid"]
+            assert c.get("/healthz").json()["ray_address"] == new["address"]
+            trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+            assert_each_trial_once(server, view, trials, 6)
+    finally:
+        server.stop()
+        server.stop_head()

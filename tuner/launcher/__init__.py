@@ -10,6 +10,7 @@ state API, over HTTP with a deadline on every request.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -27,6 +28,8 @@ from tuner.launcher._jobs import (
 )
 from tuner.launcher._local import ensure_ray, stop_local_ray
 from tuner.settings import Settings
+
+log = logging.getLogger("tuner.launcher")
 
 
 def _is_loopback(address: str) -> bool:
@@ -65,6 +68,25 @@ class Launcher:
         self._wait_for_job_agent(url, deadline)
         self.address, self._ready = url, True
         return url
+
+    def restart_lost_head(self, num_cpus: int | None = None) -> bool:
+        """The embedded head again, where the one this service uses is gone (killed, its
+        machine's OOM killer): True when it started a new one. Its jobs are gone with it;
+        the supervisor then finds their ids unknown and resumes their sweeps from Tune's
+        saved state. A cluster of TUNER_RAY_ADDRESS is never started here."""
+        if self.settings.ray_address or not self._ready:
+            return False
+        process = self.head.process
+        gone = process.poll() is not None if process is not None else not self.head.known()
+        if not gone:
+            return False
+        log.warning("the embedded Ray head is gone: starting a new one")
+        self.head.process = None
+        self.head.head_file.unlink(missing_ok=True)
+        self._ready, self._jobs, self._nodes = False, None, None
+        self.address = None
+        self.start(num_cpus)
+        return True
 
     def _wait_for_job_agent(self, url: str, deadline: float) -> None:
         jobs = RayJobs(url, self.settings.ray_request_timeout_s)
