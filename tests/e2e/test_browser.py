@@ -268,39 +268,20 @@ def test_compare_page_ticks_two_sweeps_and_shows_them_side_by_side(server, brows
     """From the list, tick two sweeps and open the comparison: their best configs in
     columns with the differing key marked, the confirmed mean and CI, both best trials'
     curves on one chart."""
-    from tuner.store import MetricPoint, Store
-    from tuner.views import BestTrial, ConfirmedConfig
+    from tests.stored import METRIC, stored_sweep
+    from tuner.store import Store
 
-    key = "env_runners/episode_return_mean"
     store = Store(f"sqlite:///{server.data_dir / 'tuner.db'}")
-    ids = []
-    for name, lr, score in (("cmp-a", 1e-3, 20.0), ("cmp-b", 3e-4, 30.0)):
-        spec = {**tiny(name), "metric": key, "mode": "max"}
-        rec = store.create_experiment(name=name, spec=spec, warnings=[])
-        store.transition(rec.id, "STOPPED", allowed_from={"QUEUED"})  # never launched
-        trial = f"{name}_00000"
-        config = {"lr": lr, "gamma": 0.99}
-        store.upsert_trial(rec.id, trial, status="TERMINATED", config=config, score=score)
-        store.add_metric_points(
-            rec.id,
-            trial,
-            [
-                MetricPoint(iteration=k, env_steps=100 * k, values={key: score * k / 3})
-                for k in (1, 2, 3)
-            ],
+    ids = [
+        stored_sweep(
+            store,
+            {**tiny(name), "metric": METRIC, "mode": "max"},
+            {"lr": lr, "gamma": 0.99},
+            score,
+            confirmed=19.0 if name == "cmp-a" else None,
         )
-        best = BestTrial(trial_id=trial, config=config, full_config=config, metric_value=score)
-        if name == "cmp-a":
-            best.confirmed = ConfirmedConfig(
-                trial_id=trial,
-                config=config,
-                seeds=[7, 8],
-                scores=[18.0, 20.0],
-                mean=19.0,
-                ci95=[18.0, 20.0],
-            )
-        store.update_experiment(rec.id, best=best.model_dump(mode="json"))
-        ids.append(rec.id)
+        for name, lr, score in (("cmp-a", 1e-3, 20.0), ("cmp-b", 3e-4, 30.0))
+    ]
     store.close()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors = []

@@ -8,40 +8,12 @@ import json
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from tuner.store import MetricPoint
-from tuner.views import BestTrial, ConfirmedConfig
-
-METRIC = "env_runners/episode_return_mean"
+from tests.stored import METRIC, stored_sweep
 
 
 def sweep(store, name: str, config: dict, score: float, confirmed: float | None = None) -> str:
-    rec = store.create_experiment(
-        name=name,
-        spec={"name": name, "algorithm": "PPO", "env": "CartPole-v1", "metric": METRIC},
-        warnings=[],
-    )
-    trial = f"{name}_00000"
-    store.upsert_trial(rec.id, trial, status="TERMINATED", config=config, score=score)
-    store.add_metric_points(
-        rec.id,
-        trial,
-        [
-            MetricPoint(iteration=i, env_steps=100 * i, values={METRIC: score * i / 3})
-            for i in (1, 2, 3)
-        ],
-    )
-    best = BestTrial(trial_id=trial, config=config, full_config=config, metric_value=score)
-    if confirmed is not None:
-        best.confirmed = ConfirmedConfig(
-            trial_id=trial,
-            config=config,
-            seeds=[1, 2],
-            scores=[confirmed, confirmed],
-            mean=confirmed,
-            ci95=[confirmed - 1, confirmed + 1],
-        )
-    store.update_experiment(rec.id, best=best.model_dump(mode="json"))
-    return rec.id
+    spec = {"name": name, "algorithm": "PPO", "env": "CartPole-v1", "metric": METRIC}
+    return stored_sweep(store, spec, config, score, confirmed)
 
 
 def test_two_sweeps_side_by_side_with_the_differing_keys_named(service_app, monkeypatch):
