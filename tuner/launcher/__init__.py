@@ -74,11 +74,7 @@ class Launcher:
         machine's OOM killer): True when it started a new one. Its jobs are gone with it;
         the supervisor then finds their ids unknown and resumes their sweeps from Tune's
         saved state. A cluster of TUNER_RAY_ADDRESS is never started here."""
-        if self.settings.ray_address or not self._ready:
-            return False
-        process = self.head.process
-        gone = process.poll() is not None if process is not None else not self.head.known()
-        if not gone:
+        if self.settings.ray_address or not self._ready or self.head.alive():
             return False
         log.warning("the embedded Ray head is gone: starting a new one")
         self.head.process = None

@@ -126,6 +126,16 @@ class EmbeddedHead:
         """Whether this process started the head (and so stops it)."""
         return self.process is not None
 
+    def alive(self) -> bool:
+        """Whether the head this service uses still runs: the process it started, or the
+        recorded pid of one a previous server started (no request to its dashboard)."""
+        if self.process is not None:
+            return self.process.poll() is None
+        try:
+            return _pid_alive(int(json.loads(self.head_file.read_text())["pid"]))
+        except (OSError, ValueError, KeyError):
+            return False
+
     def known(self) -> str | None:
         """The dashboard URL of a head a previous server started and that still runs."""
         if not self.head_file.exists():

@@ -117,7 +117,7 @@ def _search_alg(
     spec: ExperimentSpec, warm: WarmStart | None = None
 ) -> Searcher | BasicVariantGenerator:
     params = trial_params(spec) if warm is not None else {}
-    first = [w for w in (warm.first if warm else [])]
+    first = warm.first if warm is not None else []
     if spec.search.method == "optuna":
         import optuna
 

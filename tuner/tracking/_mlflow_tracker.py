@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from mlflow.entities import Metric
@@ -43,6 +42,7 @@ from tuner.tracking._mlflow_writer import (
     RUN_RUNNING,
     RunWriter,
 )
+from tuner.tracking._trial_errors import error_text, last_line
 from tuner.views import MlflowLinks, SweepSummary
 
 
@@ -350,10 +350,8 @@ class MLflowTracker(Callback):
         """A failed trial that Tune restarts from its last checkpoint: its run stays
         open, with the error and the retry count tagged."""
         run_id = self._child_run(trial)
-        text = _error_text(trial)
-        last = text.strip().splitlines()[-1][:5000] if text.strip() else "error"
         tags = {
-            names.TAG_ERROR: last,
+            names.TAG_ERROR: last_line(error_text(trial)),
             names.TAG_RETRIES: str(retries_of(trial.num_failures, False)),
         }
         self.runs.log(run_id, tags=tags)
@@ -371,9 +369,9 @@ class MLflowTracker(Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.flush()
         run_id = self._child_run(trial)
-        text = _error_text(trial) or "unknown error"
-        self.client.log_text(run_id, text, names.ERROR_ARTIFACT)
-        last = text.strip().splitlines()[-1][:5000] if text.strip() else "error"
+        text = error_text(trial)
+        self.client.log_text(run_id, text or "unknown error", names.ERROR_ARTIFACT)
+        last = last_line(text)
         retries = str(retries_of(trial.num_failures, True))
         self.runs.log(run_id, tags={names.TAG_ERROR: last, names.TAG_RETRIES: retries})
         self._log_checkpoints(run_id, trial)
@@ -422,10 +420,3 @@ class MLflowTracker(Callback):
         for view in summary.trials:
             view.mlflow_run_id = self.find_child(view.trial_id)
         return log_sweep_result(self, summary)
-
-
-def _error_text(trial: Any) -> str:
-    """The errors Tune wrote for a trial (each failure appended), or ""."""
-    if trial.error_file and Path(trial.error_file).exists():
-        return Path(trial.error_file).read_text()
-    return ""

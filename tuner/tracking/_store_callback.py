@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
@@ -16,6 +15,7 @@ from tuner.results import better, retries_of
 from tuner.rllib import sampled_values, seed_of, stage_of
 from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import result_metrics
+from tuner.tracking._trial_errors import error_text
 
 
 class StoreRecorder(Callback):
@@ -160,11 +160,8 @@ class StoreRecorder(Callback):
 
 
 def _error_text(trial: Any) -> str:
-    """The end of the errors Tune wrote for a trial (each failure appended)."""
-    text = "error"
-    if trial.error_file and Path(trial.error_file).exists():
-        text = Path(trial.error_file).read_text().strip() or text
-    return text[-4000:]
+    """The end of the errors Tune wrote for a trial, as the store keeps it."""
+    return (error_text(trial) or "error")[-4000:]
 
 
 __all__ = ["StoreRecorder"]

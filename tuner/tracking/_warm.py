@@ -15,7 +15,6 @@ from pydantic import BaseModel, Field
 
 from tuner import mlflow_names as names
 from tuner.mlflow_names import STAGE_SEARCH
-from tuner.results import better
 from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec, SpecError, parse_spec
 from tuner.statuses import TrialStatus
@@ -139,10 +138,7 @@ def warm_start(spec: ExperimentSpec, space: dict[str, Domain], earlier: EarlierS
         for t in earlier.trials
         if t.stage == STAGE_SEARCH and t.status == TrialStatus.TERMINATED and t.score is not None
     ]
-    ranked: list[Any] = []
-    for trial in done:
-        at = next((i for i, r in enumerate(ranked) if better(trial.score, r.score, mode)), None)
-        ranked.insert(len(ranked) if at is None else at, trial)
+    ranked = sorted(done, key=lambda t: t.score, reverse=mode == "max")  # best first, stable
     dropped: dict[str, str] = {}
     mapped: list[tuple[dict[str, Any], float]] = []
     for trial in ranked:
