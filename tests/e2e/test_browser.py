@@ -230,6 +230,11 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         assert "limited by" in page.locator("#plan-concurrent").inner_text()
         # capped by iterations (4 trials x 1), not "no limit"
         assert page.locator("#plan-steps").inner_text() == "4 iterations"
+        # the env's base settings in force, with their source, as `tuner plan` says them
+        assert (
+            "(rl_zoo3 hyperparams/ppo.yml CartPole-v1)" in page.locator("#plan-base").inner_text()
+        )
+        assert page.locator("#plan-warm").inner_text() == "none"
         page.screenshot(path=str(ARTIFACTS / "new-sweep-preview.png"), full_page=True)
         page.click("#submit-button")
         page.wait_for_selector("#experiment-view:not([hidden])", timeout=120_000)

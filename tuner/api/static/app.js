@@ -951,6 +951,13 @@ async function previewSpec() {
       : `${plan.concurrent} (limited by ${plan.limited_by})`);
     setText($('#plan-steps'), planLimit(plan));
     setText($('#plan-fits'), plan.fits ? 'yes' : 'no');
+    const base = Object.entries(plan.base_settings || {}).filter(([k]) => k !== 'source');
+    setText($('#plan-base'), base.length
+      ? `${base.map(([k, v]) => `${k}: ${v}`).join(', ')} (${plan.base_settings.source})` : 'none');
+    const warm = plan.warm_start;
+    setText($('#plan-warm'), warm
+      ? `from ${warm.from}: ${warm.first.length} configs first, ${warm.told_to_optuna} told to Optuna`
+      : 'none');
     show($('#plan-box'), true);
     showProblems(plan.problems);
     $('#submit-button').disabled = !plan.fits;
