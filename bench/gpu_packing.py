@@ -19,8 +19,8 @@ mean seconds per iteration spent sampling and in the learner update (RLlib's
 `timers/env_runner_sampling_timer` and `timers/learner_update_timer`).
 
 Runs only where CUDA is available; prints why it skips otherwise (exit 0). The cnn and
-cartpole cases took about 7 minutes on one H100 with 16 CPUs (2026-11-23); the atari
-case is not measured yet.
+cartpole cases took about 7 minutes on one H100 with 16 CPUs (2026-11-23), the atari
+case about 160 s on one H200 (2026-11-26); figures in docs/benchmarks.md.
 
     python bench/gpu_packing.py [--cases atari cnn cartpole] [--iterations N]
 """

@@ -42,6 +42,16 @@ def test_example_specs_validate(path):
     assert spec.resources.num_env_runners <= 1  # fits this 2-core machine
 
 
+GPU_EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "experiments" / "gpu").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", GPU_EXAMPLES, ids=lambda p: p.name)
+def test_gpu_examples_validate_and_ask_for_a_gpu_share(path):
+    spec = load_spec(path)
+    validate_spec(spec)  # schema, RLlib keys and the env itself; the fit needs the GPU
+    assert 0 < spec.resources.num_gpus_per_learner < 1  # packed: the point of the example
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_confirms_its_best_configs_on_fresh_seeds(path):
     """The examples show the answer worth trusting (issue #10): own training loops,
