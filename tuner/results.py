@@ -1,6 +1,7 @@
 """Reading a Tune result and ranking metric values: a flattened key looked up in a
 nested result, which of two values is better under a mode, and a trial's ranking value
-from its metric history under `scope`. Plain functions: every layer reads results so."""
+from its metric history under `scope`, and the Pareto front of several objectives. Plain
+functions: every layer reads results so."""
 
 from __future__ import annotations
 
@@ -56,3 +57,21 @@ def retries_of(failures: int, errored: bool) -> int:
     (`Trial.num_failures`), less the last failure of a trial that ended in ERROR (that
     one was not retried)."""
     return max(int(failures or 0) - (1 if errored else 0), 0)
+
+
+def dominates(a: list[float], b: list[float], modes: list[str]) -> bool:
+    """Whether a Pareto-dominates b: at least as good on every objective (mode 'max' or
+    'min' each) and better on one."""
+    pairs = list(zip(a, b, modes, strict=True))
+    at_least = all(x >= y if m == "max" else x <= y for x, y, m in pairs)
+    return at_least and any(x != y for x, y, _ in pairs)
+
+
+def pareto_front(points: list[list[float]], modes: list[str]) -> list[int]:
+    """The indices of the points no other point dominates (equal points all stay), in
+    the points' order."""
+    return [
+        i
+        for i, p in enumerate(points)
+        if not any(dominates(q, p, modes) for j, q in enumerate(points) if j != i)
+    ]

@@ -41,6 +41,11 @@ class TrialView(_View):
     score: float | None = Field(
         None, description="The value trials are ranked by: the metric under the spec's scope."
     )
+    values: dict[str, float | None] | None = Field(
+        None,
+        description="With `objectives`: each objective's value under the spec's scope, by "
+        "metric (the first objective's is `score`); null without them.",
+    )
     stage: str = Field(
         STAGE_SEARCH,
         description="search: a trial of the search; confirm: a config re-run on a "
@@ -90,6 +95,26 @@ class ConfirmedConfig(_View):
         "middle ones.",
     )
     checkpoint: str | None = Field(None, description="That trial's checkpoint.")
+    values: dict[str, float | None] | None = Field(
+        None,
+        description="With `objectives`: each objective's mean over the seeds, by metric "
+        "(the first objective's is `mean`); null without them.",
+    )
+
+
+class ParetoMember(_View):
+    """A search trial on the Pareto front of a sweep with several objectives."""
+
+    trial_id: str
+    config: dict[str, Any] = Field(..., description="Its sampled values.")
+    values: dict[str, float] = Field(
+        ..., description="Each objective's value under the spec's scope, by metric."
+    )
+    checkpoint: str | None = None
+    mlflow_run_id: str | None = None
+    confirmed: ConfirmedConfig | None = Field(
+        None, description="Its confirmation on fresh seeds, where it was re-run."
+    )
 
 
 class BestTrial(_View):
@@ -155,6 +180,15 @@ ImportancePedAnova = Annotated[
     ),
 ]
 
+Pareto = Annotated[
+    list[ParetoMember],
+    Field(
+        default_factory=list,
+        description="With `objectives`: the search trials no other finished trial beats on "
+        "every objective, best first objective first; empty without them.",
+    ),
+]
+
 
 class SweepSummary(_View):
     """`tuner run --output json`: the best trial and every trial."""
@@ -164,6 +198,7 @@ class SweepSummary(_View):
     metric: str
     mode: str
     best: BestTrial | None = None
+    pareto: Pareto
     trials: list[TrialView] = Field(default_factory=list)
     confirmation: Confirmation
     importance: Importance
@@ -189,6 +224,7 @@ class ExperimentView(_View):
         default_factory=dict, description="How many of its trials are in each TrialStatus."
     )
     best: BestTrial | None = None
+    pareto: Pareto
     confirmation: Confirmation
     importance: Importance
     importance_ped_anova: ImportancePedAnova
@@ -217,6 +253,7 @@ class ExperimentView(_View):
             trial_counts=trial_counts,
             best=rec.best,
             confirmation=getattr(rec, "confirmation", None) or [],
+            pareto=getattr(rec, "pareto", None) or [],
             importance=getattr(rec, "importance", None) or {},
             importance_ped_anova=getattr(rec, "importance_ped_anova", None) or {},
             mlflow=rec.mlflow,

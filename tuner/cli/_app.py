@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -59,6 +60,31 @@ def print_table(out: Console, headers: list[str], rows: list[list[str]]) -> None
     for row in rows:
         table.add_row(*row)
     out.print(table)
+
+
+def print_pareto(out: Console, pareto: list[dict], scope: str) -> None:
+    """The Pareto front of a sweep with several objectives (`tuner run`, `tuner
+    status`): each member's value of every objective under scope, its confirmed means
+    where it was re-run, and its config."""
+    if not pareto:
+        return
+    metrics = list(pareto[0]["values"])
+    out.print(
+        f"Pareto front ({len(pareto)} trials, {scope} of each objective; best {metrics[0]} first):",
+        highlight=False,
+    )
+    rows = []
+    for member in pareto:
+        confirmed = (member.get("confirmed") or {}).get("values") or {}
+        rows.append(
+            [
+                member["trial_id"],
+                *(f"{member['values'][m]:.4g}" for m in metrics),
+                ", ".join(f"{v:.4g}" if v is not None else "-" for v in confirmed.values()) or "-",
+                json.dumps(member["config"]),
+            ]
+        )
+    print_table(out, ["trial id", *metrics, "confirmed (means)", "config"], rows)
 
 
 # `tuner run` / `tuner submit --wait`: how the sweep ended, as an exit code (README); 2 is

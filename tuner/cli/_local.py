@@ -30,6 +30,7 @@ from tuner.cli._app import (
     app,
     err,
     outcome_code,
+    print_pareto,
 )
 
 
@@ -270,6 +271,11 @@ def _print_summary(summary: SweepSummary) -> None:
         out.print("config: " + json.dumps(b.config), highlight=False)
         if b.checkpoint:
             out.print(f"checkpoint: {b.checkpoint}", highlight=False)
+    print_pareto(
+        out,
+        [m.model_dump(mode="json") for m in summary.pareto],
+        summary.best.scope if summary.best else "",
+    )
     if summary.mlflow:
         m = summary.mlflow
         out.print(

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import httpx
 
 
-from tuner.cli._app import app, err, outcome_code, print_table
+from tuner.cli._app import app, err, outcome_code, print_pareto, print_table
 
 
 def _client(url: str | None) -> httpx.Client:
@@ -201,6 +201,7 @@ def status(
         )
         if best.get("checkpoint"):
             out.print(f"checkpoint: {best['checkpoint']}", markup=False, soft_wrap=True)
+    print_pareto(out, exp.get("pareto") or [], exp.get("spec", {}).get("scope", ""))
 
 
 @app.command()

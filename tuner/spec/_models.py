@@ -35,6 +35,7 @@ from tuner.spec._sections import (
     ConfirmSpec,
     EvaluationSpec,
     MultiAgentSpec,
+    ObjectiveSpec,
     ResourcesSpec,
     SchedulerSpec,
     SearchSpec,
@@ -130,6 +131,19 @@ class ExperimentSpec(_Model):
     )
     mode: Literal["max", "min"] = Field(
         "max", description="Whether the metric is maximised or minimised."
+    )
+    objectives: list[ObjectiveSpec] | None = Field(
+        None,
+        min_length=2,
+        max_length=4,
+        description="Several objectives instead of one metric/mode, e.g. [{metric: "
+        "env_runners/episode_return_mean, mode: max}, {metric: time_total_s, mode: min}]. "
+        "The sweep's answer is then the Pareto front (`pareto`): the trials no other trial "
+        "beats on every objective, each objective's value taken under `scope`. With "
+        "search.method optuna the search is Optuna's multi-objective TPE. Tune's scheduler, "
+        "checkpoint ranking, `best` and the confirmation's order use the first objective; "
+        "`confirm` re-runs the front's members. `metric`/`mode`, if also given, must be "
+        "the first objective's.",
     )
     scope: Literal["last", "last-5-avg", "last-10-avg", "avg", "all"] = Field(
         "last-5-avg",
@@ -274,6 +288,7 @@ class ExperimentSpec(_Model):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ExperimentSpec:
+        self._take_first_objective()
         if self.metric.startswith("evaluation/") and not self.evaluation.enabled:
             raise ValueError(f"metric {self.metric!r} needs evaluation.interval or at_end")
         if self.evaluation.at_end and not (
@@ -309,6 +324,49 @@ class ExperimentSpec(_Model):
                     "e.g. metric: episode_return_mean"
                 )
         return self
+
+    def _take_first_objective(self) -> None:
+        """With `objectives`: metric/mode become the first objective's (Tune ranks by
+        it); a metric or mode set apart from them must be the same. Every evaluation
+        objective needs evaluation, and no metric is named twice."""
+        if not self.objectives:
+            return
+        first = self.objectives[0]
+        for field, value in (("metric", first.metric), ("mode", first.mode)):
+            if field in self.model_fields_set and getattr(self, field) != value:
+                raise _field_errors(
+                    self,
+                    [
+                        (
+                            (field,),
+                            f"give either metric/mode or objectives: {field} "
+                            f"{getattr(self, field)!r} is not the first objective's {value!r}",
+                            getattr(self, field),
+                        )
+                    ],
+                )
+        errors: list[tuple[tuple[str | int, ...], str, Any]] = []
+        seen: set[str] = set()
+        for i, objective in enumerate(self.objectives):
+            if objective.metric in seen:
+                errors.append((("objectives", i, "metric"), "named twice", objective.metric))
+            seen.add(objective.metric)
+            if objective.metric.startswith("evaluation/") and not self.evaluation.enabled:
+                errors.append(
+                    (
+                        ("objectives", i, "metric"),
+                        "an evaluation metric needs evaluation.interval or at_end",
+                        objective.metric,
+                    )
+                )
+        if errors:
+            raise _field_errors(self, errors)
+        self.metric, self.mode = first.metric, first.mode
+
+    @property
+    def objective_list(self) -> list[ObjectiveSpec]:
+        """The sweep's objectives: `objectives`, else the one metric/mode."""
+        return self.objectives or [ObjectiveSpec(metric=self.metric, mode=self.mode)]
 
     def _check_multi_agent_metric(self) -> None:
         """A per-agent or per-policy metric needs `multi_agent`, and a per-policy one

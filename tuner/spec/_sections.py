@@ -426,6 +426,24 @@ class MultiAgentSpec(_Model):
 SCOPES: tuple[str, ...] = ("last", "last-5-avg", "last-10-avg", "avg", "all")
 
 
+class ObjectiveSpec(_Model):
+    """One objective of a sweep with several (`objectives`)."""
+
+    metric: str = Field(
+        ...,
+        description="Flattened result key a trial reports (any, e.g. time_total_s).",
+        json_schema_extra={"pattern": METRIC_RE.pattern},
+    )
+    mode: Literal["max", "min"] = Field(..., description="Maximised or minimised.")
+
+    @field_validator("metric")
+    @classmethod
+    def _metric_key(cls, v: str) -> str:
+        if not METRIC_RE.fullmatch(v):
+            raise ValueError(f"{v!r} is not a result key such as 'env_runners/episode_return_mean'")
+        return v
+
+
 class ConfirmSpec(_Model):
     """Re-run the search's best configs on fresh seeds before naming a winner."""
 

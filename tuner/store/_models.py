@@ -103,6 +103,7 @@ class ExperimentRow(Base):
     tune_path: Mapped[str | None] = mapped_column(Text)
     best: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     confirmation: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
+    pareto: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON(none_as_null=True))
     importance: Mapped[dict[str, float] | None] = mapped_column(JSON(none_as_null=True))
     importance_ped_anova: Mapped[dict[str, float] | None] = mapped_column(JSON(none_as_null=True))
     mlflow: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
@@ -133,6 +134,7 @@ class TrialRow(Base):
     metric: Mapped[float | None] = mapped_column(Float)
     best_metric: Mapped[float | None] = mapped_column(Float)
     score: Mapped[float | None] = mapped_column(Float)
+    values: Mapped[dict[str, float | None] | None] = mapped_column(JSON(none_as_null=True))
     stage: Mapped[str] = mapped_column(String(16), server_default=STAGE_SEARCH)
     error: Mapped[str | None] = mapped_column(Text)
     node_id: Mapped[str | None] = mapped_column(String(255))
@@ -176,6 +178,7 @@ class ExperimentRecord(BaseModel):
     tune_path: str | None = None
     best: dict[str, Any] | None = None
     confirmation: list[dict[str, Any]] | None = None
+    pareto: list[dict[str, Any]] | None = None
     importance: dict[str, float] | None = None
     importance_ped_anova: dict[str, float] | None = None
     mlflow: dict[str, Any] | None = None

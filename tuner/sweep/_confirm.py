@@ -22,10 +22,14 @@ def _key(values: dict[str, Any]) -> str:
 
 
 def pick_candidates(spec: ExperimentSpec, search: SweepSummary) -> list[TrialView]:
-    """The top_k finished search trials by score, one per distinct config."""
+    """The top_k finished search trials by score, one per distinct config; with
+    `objectives`, the Pareto front's members in its order (best first objective first)."""
     assert spec.confirm is not None
     done = [t for t in search.trials if t.stage == STAGE_SEARCH and t.score is not None]
     done.sort(key=lambda t: (t.score if spec.mode == "min" else -t.score, t.trial_id))
+    if spec.objectives:
+        by_id = {t.trial_id: t for t in done}
+        done = [by_id[m.trial_id] for m in search.pareto if m.trial_id in by_id]
     out, seen = [], set()
     for trial in done:
         if _key(trial.config) not in seen:

@@ -34,6 +34,7 @@ from tuner.statuses import TRIAL_UNFINISHED, SweepStatus, TrialStatus
 from tuner.sweep._confirm import confirm_runs, confirm_seeds, confirmed_configs, pick_candidates
 from tuner.sweep._headwatch import watch_connected_head
 from tuner.sweep._interrupt import InterruptWatch
+from tuner.sweep._pareto import confirmed_values, front, objective_values
 from tuner.sweep._progress import RichProgress
 from tuner.sweep._summary import trial_view_from_result
 from tuner.sweep._tuner import build_tuner, restore_tuner, sampled_values
@@ -177,6 +178,7 @@ def summarise(
             error=error,
             config=config,  # a confirmation trial's seed, when its result names none
         )
+        view.values = objective_values(spec, history)
         if trial is not None:
             view.retries = retries_of(trial.num_failures, status == TrialStatus.ERROR)
         best_ckpt = None
@@ -227,6 +229,7 @@ def summarise(
         path=getattr(result_grid, "experiment_path", None),
     )
     if not confirming:
+        summary.pareto = front(spec, trials)
         for field, value in _importance(trials, space, spec.mode).items():
             setattr(summary, field, value)
     return summary
@@ -324,6 +327,7 @@ def _confirm(
         else:
             scores[trial.trial_id] = trial.score
     summary.confirmation = confirmed_configs(spec, candidates, seeds, stage.trials, scores)
+    confirmed_values(spec, summary.confirmation, stage.trials, summary.pareto)
     if summary.best is not None and summary.confirmation:
         summary.best.confirmed = summary.confirmation[0]
     if stage.status == SweepStatus.STOPPED:
@@ -454,6 +458,8 @@ def run_sweep(
         trial.checkpoint = with_scheme(trial.checkpoint, storage_path)
     for confirmed in summary.confirmation:
         confirmed.checkpoint = with_scheme(confirmed.checkpoint, storage_path)
+    for member in summary.pareto:
+        member.checkpoint = with_scheme(member.checkpoint, storage_path)
     if summary.best is not None:
         summary.best.checkpoint = with_scheme(summary.best.checkpoint, storage_path)
     if tracker is not None:
@@ -462,6 +468,9 @@ def run_sweep(
         summary.mlflow = links
         if summary.best is not None:
             summary.best.mlflow_run_id = links.best_run_id
+        runs = {t.trial_id: t.mlflow_run_id for t in summary.trials}
+        for member in summary.pareto:
+            member.mlflow_run_id = runs.get(member.trial_id)
     return summary
 
 

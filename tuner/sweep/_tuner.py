@@ -91,20 +91,41 @@ class TunerOptunaSearch(OptunaSearch):
     Optuna as pruned, as Tune's does."""
 
     def __init__(
-        self, *args: Any, known: list[tuple[dict[str, Any], float]] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        known: list[tuple[dict[str, Any], float]] | None = None,
+        objectives: list[tuple[str, str]] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         # a warm start's earlier (point, score) pairs, told once the space is known
         self.tuner_known = list(known or [])
+        # several (metric, mode): the study is multi-objective, Tune ranks by the first
+        self.tuner_objectives = list(objectives or [])
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
-        if self.metric in result:
+        # a multi-objective study takes no intermediate values (Tune's returns on them)
+        if not isinstance(self.metric, list) and self.metric in result:
             super().on_trial_result(trial_id, result)
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+    ) -> None:
+        """Tune's; a multi-objective result missing one objective's value is told as
+        pruned (Tune's would tell Optuna a None among the values, which it refuses)."""
+        if isinstance(self.metric, list) and result is not None:
+            if any(result.get(m) is None for m in self.metric):
+                result = None
+        super().on_trial_complete(trial_id, result, error)
 
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:
-        """Tune's, then the warm start's earlier trials told to the study as completed."""
+        """Tune's (with every objective where there are several: Tune passes the first),
+        then the warm start's earlier trials told to the study as completed."""
+        if self.tuner_objectives:
+            metric = [m for m, _ in self.tuner_objectives]  # type: ignore[assignment]
+            mode = [m for _, m in self.tuner_objectives]  # type: ignore[assignment]
         done = super().set_search_properties(metric, mode, config, **spec)
         if done:
             for point, score in self.tuner_known:
@@ -121,10 +142,15 @@ def _search_alg(
     if spec.search.method == "optuna":
         import optuna
 
+        objectives = [(o.metric, o.mode) for o in spec.objectives or []]
+        # the earlier trials' scores are single values: a multi-objective study is told
+        # none of them (their configs still run first)
+        known = warm.known if warm is not None and not objectives else []
         return TunerOptunaSearch(
             sampler=optuna.samplers.TPESampler(seed=spec.seed),
             points_to_evaluate=[flat_point(params, v) for v in first] or None,
-            known=[(flat_point(params, v), s) for v, s in (warm.known if warm else [])],
+            known=[(flat_point(params, v), s) for v, s in known],
+            objectives=objectives,
         )
     # A SearchAlgorithm, not a Searcher: Tune ignores TuneConfig.max_concurrent_trials for it.
     return BasicVariantGenerator(
