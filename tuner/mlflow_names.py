@@ -30,6 +30,8 @@ TAG_ERRORED = "tuner.errored_trials"  # on the parent: trials in ERROR after the
 TAG_NODE_IP, TAG_NODE_ID, TAG_DEVICE = "tuner.node_ip", "tuner.node_id", "tuner.device"
 TAG_REPLAY = "tuner.replay"  # DQN / SAC: "flat" or "rllib (why)" (tuner/rllib/_fast_replay.py)
 TAG_BEST_TRIAL, TAG_BEST_RUN = "tuner.best_trial_id", "tuner.best_run_id"
+TAG_PARETO = "tuner.pareto"  # "true" on the child run of each Pareto front member
+TAG_OBJECTIVES = "tuner.objectives"  # parent: the objectives' metrics, comma-joined
 # what ran, with which versions (on the parent run)
 TAG_ALGORITHM, TAG_ENV = "tuner.algorithm", "tuner.env"
 TAG_SEARCH_METHOD, TAG_SCHEDULER, TAG_METRIC = (
@@ -97,6 +99,7 @@ ITERATION_KEY = "training_iteration"
 CONFIRMED_MEAN, CONFIRMED_STD = "confirmed.mean", "confirmed.std"
 CONFIRMED_CI_LOW, CONFIRMED_CI_HIGH = "confirmed.ci95_low", "confirmed.ci95_high"
 CONFIRMATION_ARTIFACT = "confirmation.json"  # parent: every confirmed config
+PARETO_ARTIFACT = "pareto.json"  # parent: the Pareto front, objectives and members
 
 
 # the parent run's hyperparameter importance (tuner/importance.py): importance.<key> (fANOVA)

@@ -310,3 +310,62 @@ def test_compare_page_ticks_two_sweeps_and_shows_them_side_by_side(server, brows
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
     assert not errors, errors
+
+
+def test_a_sweep_of_two_objectives_shows_its_pareto_front(server, browser):
+    """Several objectives over the real server: REST gives the front and each trial's
+    values, and the page plots every search trial with the front highlighted."""
+    objectives = [
+        {"metric": "env_runners/episode_return_mean", "mode": "max"},
+        {"metric": "time_total_s", "mode": "min"},
+    ]
+    spec = tiny(
+        "pareto",
+        search={
+            "method": "optuna",
+            "num_samples": 3,
+            "space": {"lr": {"loguniform": [1e-4, 1e-2]}},
+        },
+        objectives=objectives,
+        scope="last",
+    )
+    with server.client() as c:
+        created = c.post("/experiments", json=spec)
+        assert created.status_code == 201, created.text
+        exp_id = created.json()["id"]
+        view = wait_for(c, exp_id, lambda v: v["status"] in {"SUCCEEDED", "FAILED"}, timeout=180)
+        assert view["status"] == "SUCCEEDED", view
+        front = view["pareto"]
+        trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
+        both = c.post("/experiments", json={**spec, "name": "both", "metric": "time_total_s"})
+        assert both.status_code == 422, both.text  # metric/mode or objectives, not both
+        assert "metric" in both.text and "time_total_s" in both.text
+    assert front and len(trials) == 3
+    assert all(set(t["values"]) == {o["metric"] for o in objectives} for t in trials)
+    values = {t["trial_id"]: t["values"] for t in trials}
+    for member in front:  # the stored front carries the trials' own values
+        assert member["values"] == values[member["trial_id"]]
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server.url}/#/experiments/{exp_id}")
+    page.wait_for_selector(
+        "#pareto-panel:not([hidden]) #pareto-chart .plot-container", timeout=60_000
+    )
+    # two traces: the other trials and the front (in grey and red); every search trial
+    # is a point of one of them, the front's members of the second
+    drawn = page.evaluate(
+        "() => document.querySelector('#pareto-chart').data.map((t) => [t.name, t.x.length])"
+    )
+    assert drawn == [["other trials", 3 - len(front)], ["Pareto front", len(front)]]
+    assert page.locator("#pareto-chart .scatterlayer .point").count() == 3
+    rows = page.locator("#pareto-table tbody tr")
+    assert rows.count() == len(front)
+    assert rows.first.get_attribute("data-trial") == front[0]["trial_id"]
+    meta = page.locator("#experiment-meta").inner_text()
+    assert "max env_runners/episode_return_mean, min time_total_s" in meta
+    heads = page.locator("#pareto-table thead th").all_inner_texts()
+    assert heads[1:3] == [f"{o['metric']} ({o['mode']})" for o in objectives]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "pareto.png"), full_page=True)
+    assert not errors, errors

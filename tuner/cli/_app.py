@@ -72,6 +72,7 @@ def print_pareto(out: Console, pareto: list[dict], scope: str) -> None:
     out.print(
         f"Pareto front ({len(pareto)} trials, {scope} of each objective; best {metrics[0]} first):",
         highlight=False,
+        soft_wrap=True,
     )
     rows = []
     for member in pareto:

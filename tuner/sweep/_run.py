@@ -468,9 +468,6 @@ def run_sweep(
         summary.mlflow = links
         if summary.best is not None:
             summary.best.mlflow_run_id = links.best_run_id
-        runs = {t.trial_id: t.mlflow_run_id for t in summary.trials}
-        for member in summary.pareto:
-            member.mlflow_run_id = runs.get(member.trial_id)
     return summary
 
 

@@ -112,6 +112,7 @@ def log_sweep_result(tracker: SweepRuns, summary: SweepSummary) -> MlflowLinks:
                 tracker, best_run, Path(best.checkpoint).name, summary.status
             )
     _log_importance(tracker, summary)
+    _log_pareto(tracker, summary)
     _log_trials_table(tracker, summary)
     _log_learning_curves(tracker, summary)
     errored = sum(t.status == TrialStatus.ERROR for t in summary.trials)
@@ -167,6 +168,27 @@ def _log_importance(tracker: SweepRuns, summary: SweepSummary) -> None:
         mode="json", include={"metric", "mode", "importance", "importance_ped_anova"}
     )
     client.log_text(parent, json.dumps(body, indent=2), names.IMPORTANCE_ARTIFACT)
+
+
+def _log_pareto(tracker: SweepRuns, summary: SweepSummary) -> None:
+    """With several objectives: pareto.json on the parent run (the objectives and the
+    front's members with their values), the objectives as a parent tag, and
+    tuner.pareto=true on each member's child run (false on the other search trials')."""
+    if not summary.pareto:
+        return
+    client, parent = tracker.client, tracker.parent_run_id
+    objectives = list(summary.pareto[0].values)
+    body = {
+        "objectives": objectives,
+        "pareto": [m.model_dump(mode="json") for m in summary.pareto],
+    }
+    client.log_text(parent, json.dumps(body, indent=2), names.PARETO_ARTIFACT)
+    tracker.runs.log(parent, tags={names.TAG_OBJECTIVES: ",".join(objectives)})
+    on_front = {m.trial_id for m in summary.pareto}
+    for trial in summary.trials:  # "false" too: a resumed sweep's front can move
+        if trial.mlflow_run_id and trial.values is not None and trial.stage == names.STAGE_SEARCH:
+            flag = "true" if trial.trial_id in on_front else "false"
+            tracker.runs.log(trial.mlflow_run_id, tags={names.TAG_PARETO: flag})
 
 
 def _log_trials_table(tracker: SweepRuns, summary: SweepSummary) -> None:

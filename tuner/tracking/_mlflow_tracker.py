@@ -419,4 +419,7 @@ class MLflowTracker(Callback):
         self.start()
         for view in summary.trials:
             view.mlflow_run_id = self.find_child(view.trial_id)
+        runs = {view.trial_id: view.mlflow_run_id for view in summary.trials}
+        for member in summary.pareto:
+            member.mlflow_run_id = runs.get(member.trial_id)
         return log_sweep_result(self, summary)

@@ -466,6 +466,7 @@ async function refreshSweep(id, gen) {
 
   renderTrials();
   renderBest(); // the best trial's MLflow link comes from the trials list
+  renderPareto(exp);
   // Each chart redraw is its own task, so the browser can paint the table and handle
   // clicks in between instead of freezing for the whole refresh.
   await yieldToBrowser();
@@ -483,12 +484,15 @@ function clearSweepView() {
     '#trials-table tbody']) setHtml($(sel), '');
   for (const sel of ['#experiment-warnings', '#experiment-error', '#action-message',
     '#best-details', '#curves-note', '#parcoords-note', '#importance-note', '#mlflow-link',
+    '#pareto-panel', '#pareto-note',
   ]) show($(sel), false);
   setText($('#trial-summary'), '');
   $('#stop-button').disabled = true;
   $('#resume-button').disabled = true;
   if (window.Plotly) {
-    for (const sel of ['#curves', '#parcoords', '#confirm-chart', '#importance']) Plotly.purge($(sel));
+    for (const sel of ['#curves', '#parcoords', '#confirm-chart', '#importance', '#pareto-chart']) {
+      Plotly.purge($(sel));
+    }
   }
   state.exp.confirmSig = null;
 }
@@ -501,9 +505,10 @@ function renderHeader(exp) {
   const times = [['created', exp.created_at], ['started', exp.started_at],
     ['finished', exp.finished_at]].filter(([, t]) => t)
     .map(([label, t]) => `${label} <b>${esc(fmtTime(t))}</b>`);
+  const objectives = (exp.spec && exp.spec.objectives) || [{ metric: exp.metric, mode: exp.mode }];
   const parts = [
     `<b>${esc(exp.algorithm)}</b> on <b>${esc(exp.env)}</b>`,
-    `${esc(exp.mode)} <code>${esc(exp.metric)}</code>`,
+    objectives.map((o) => `${esc(o.mode)} <code>${esc(o.metric)}</code>`).join(', '),
     ...times,
   ];
   if (exp.attempts > 1) parts.push(`attempt ${esc(exp.attempts)}`);
@@ -593,6 +598,67 @@ function renderConfirmation(exp) {
     uirevision: exp.id,
   };
   Plotly.react($('#confirm-chart'), [trace], layout, PLOT_CONFIG);
+}
+
+/** Several objectives (`spec.objectives`): every search trial's values of the first two
+ * as a scatter, the Pareto front (`exp.pareto`) highlighted and joined, and a table of
+ * the front's members with each objective's value, their confirmed means and config. */
+function renderPareto(exp) {
+  const objectives = (exp.spec && exp.spec.objectives) || [];
+  const front = exp.pareto || [];
+  show($('#pareto-panel'), objectives.length > 1);
+  if (objectives.length < 2) return;
+  const metrics = objectives.map((o) => o.metric);
+  const trials = (state.exp.trials || []).filter((t) => t.stage === 'search' && t.values);
+  const runs = Object.fromEntries((state.exp.trials || []).map((t) => [t.trial_id, t.mlflow_url]));
+  const onFront = new Set(front.map((m) => m.trial_id));
+  setHtml($('#pareto-table thead'), `<tr><th>Trial</th>${metrics.map((m, i) =>
+    `<th class="num">${esc(m)} (${esc(objectives[i].mode)})</th>`).join('')}
+    <th>Confirmed means</th><th>Hyperparameters</th><th>MLflow</th></tr>`);
+  setHtml($('#pareto-table tbody'), front.map((m) => {
+    const confirmed = (m.confirmed && m.confirmed.values) || null;
+    return `<tr data-trial="${esc(m.trial_id)}"><td>${esc(m.trial_id)}</td>
+      ${metrics.map((k) => `<td class="num">${esc(fmtNum(m.values[k]))}</td>`).join('')}
+      <td>${confirmed ? esc(metrics.map((k) => fmtNum(confirmed[k])).join(', ')) : '—'}</td>
+      <td><code>${esc(JSON.stringify(m.config))}</code></td>
+      <td>${runs[m.trial_id] ? link(runs[m.trial_id], 'run') : '—'}</td></tr>`;
+  }).join(''));
+  const missing = trials.filter((t) => metrics.some((k) => typeof t.values[k] !== 'number'));
+  const notes = [];
+  if (!front.length) {
+    notes.push(isIn('terminal', exp.status) ? 'No trial has a value of every objective.'
+      : 'The front appears when the sweep ends.');
+  }
+  if (metrics.length > 2) notes.push(`The chart shows the first two of ${metrics.length} objectives.`);
+  if (missing.length) notes.push(`${missing.length} trial(s) lack an objective's value and are not ranked.`);
+  chartNote('pareto', notes.join(' '));
+  if (!window.Plotly) return;
+  const [x, y] = metrics;
+  const points = trials.filter((t) => typeof t.values[x] === 'number' && typeof t.values[y] === 'number');
+  const trace = (rows, name, marker, mode) => ({
+    type: 'scatter',
+    mode,
+    name,
+    x: rows.map((t) => t.values[x]),
+    y: rows.map((t) => t.values[y]),
+    text: rows.map((t) => `${t.trial_id}<br>${JSON.stringify(t.config)}`),
+    marker,
+    hovertemplate: `%{text}<br>${x} %{x:.4g}<br>${y} %{y:.4g}<extra></extra>`,
+  });
+  const others = points.filter((t) => !onFront.has(t.trial_id));
+  const members = points.filter((t) => onFront.has(t.trial_id)).sort((a, b) => a.values[x] - b.values[x]);
+  const layout = {
+    height: 340,
+    margin: { l: 70, r: 20, t: 10, b: 50 },
+    xaxis: { title: { text: `${x} (${objectives[0].mode})` }, zeroline: false },
+    yaxis: { title: { text: `${y} (${objectives[1].mode})` }, zeroline: false },
+    legend: { orientation: 'h', x: 0, y: 1.02, yanchor: 'bottom' },
+    uirevision: exp.id,
+  };
+  Plotly.react($('#pareto-chart'), [
+    trace(others, 'other trials', { size: 8, color: '#8c959f' }, 'markers'),
+    trace(members, 'Pareto front', { size: 11, color: '#cf222e', symbol: 'diamond' }, 'lines+markers'),
+  ], layout, PLOT_CONFIG);
 }
 
 // ---------------------------------------------------------------- trials table
