@@ -77,6 +77,10 @@ def test_a_sweep_of_two_objectives_answers_with_its_pareto_front(ray_local, tmp_
         assert (trial_id in on) == (not beaten), (trial_id, points)
     firsts = [m.values[RETURN] for m in front]
     assert firsts == sorted(firsts, reverse=True)  # best first objective first
+    # best: by the first objective; on a tie, the front's first (better on the rest)
+    assert summary.best.metric_value >= front[0].values[RETURN]
+    if summary.best.metric_value == front[0].values[RETURN]:
+        assert summary.best.trial_id == front[0].trial_id
     for member in front:
         assert member.values == {
             RETURN: points[member.trial_id][0],

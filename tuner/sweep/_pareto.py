@@ -40,8 +40,9 @@ def _complete(values: dict[str, float | None] | None, metrics: list[str]) -> lis
 
 def front(spec: ExperimentSpec, trials: list[TrialView]) -> list[ParetoMember]:
     """The search trials that no other search trial with every objective's value beats
-    on all of them, best first objective first (ties by trial id); empty without
-    objectives. A trial that misses an objective's value is not ranked."""
+    on all of them, best first objective first (ties by the next objectives, then by
+    trial id); empty without objectives. A trial that misses an objective's value is not
+    ranked."""
     if not spec.objectives:
         return []
     metrics = [o.metric for o in spec.objectives]
@@ -52,8 +53,12 @@ def front(spec: ExperimentSpec, trials: list[TrialView]) -> list[ParetoMember]:
         if t.stage == STAGE_SEARCH and (row := _complete(t.values, metrics)) is not None
     ]
     keep = pareto_front([row for _, row in ranked], modes)
-    sign = -1 if modes[0] == "max" else 1
-    members = sorted((ranked[i] for i in keep), key=lambda p: (sign * p[1][0], p[0].trial_id))
+    signs = [-1 if mode == "max" else 1 for mode in modes]  # each objective, best first
+
+    def order(pair: tuple[TrialView, list[float]]) -> tuple:
+        return (*(s * v for s, v in zip(signs, pair[1], strict=True)), pair[0].trial_id)
+
+    members = sorted((ranked[i] for i in keep), key=order)
     return [
         ParetoMember(
             trial_id=t.trial_id,

@@ -139,6 +139,7 @@ def summarise(
     trials = []
     best: BestTrial | None = None
     by_path = {t.path: t for t in result_grid_trials(result_grid)}
+    configs: dict[str, dict[str, Any]] = {}
     for result in result_grid:
         metrics = result.metrics or {}
         trial = by_path.get(result.path)
@@ -190,18 +191,9 @@ def summarise(
         ckpt = best_ckpt or result.checkpoint
         view.checkpoint = ckpt.path if ckpt is not None else _newest_checkpoint_dir(result)
         trials.append(view)
+        configs[trial_id] = config
         if score is not None and (best is None or better(score, best.metric_value, spec.mode)):
-            derived_config, derived_resources = derived_settings(config, spec)
-            best = BestTrial(
-                trial_id=trial_id,
-                config=view.config,
-                seed=view.seed,
-                full_config={**fixed_settings(spec), **derived_config, **view.config},
-                resources=derived_resources,
-                metric_value=score,
-                scope=spec.scope,
-                checkpoint=view.checkpoint,
-            )
+            best = _best_trial(spec, view, config)
     trials.sort(key=lambda t: t.trial_id)
     if interrupted or any(t.status in TRIAL_UNFINISHED for t in trials):
         status = SweepStatus.STOPPED  # interrupted: `--resume` (or POST /resume) continues it
@@ -230,9 +222,30 @@ def summarise(
     )
     if not confirming:
         summary.pareto = front(spec, trials)
+        top = summary.pareto[0].trial_id if summary.pareto else None
+        if best is not None and top not in (None, best.trial_id):
+            view = next(t for t in trials if t.trial_id == top)
+            if view.score == best.metric_value:  # a tie: the front's first is better on the rest
+                summary.best = _best_trial(spec, view, configs[top])
         for field, value in _importance(trials, space, spec.mode).items():
             setattr(summary, field, value)
     return summary
+
+
+def _best_trial(spec: ExperimentSpec, view: TrialView, config: dict[str, Any]) -> BestTrial:
+    """The BestTrial of a trial's view and its Tune config."""
+    assert view.score is not None
+    derived_config, derived_resources = derived_settings(config, spec)
+    return BestTrial(
+        trial_id=view.trial_id,
+        config=view.config,
+        seed=view.seed,
+        full_config={**fixed_settings(spec), **derived_config, **view.config},
+        resources=derived_resources,
+        metric_value=view.score,
+        scope=spec.scope,
+        checkpoint=view.checkpoint,
+    )
 
 
 def _importance(
