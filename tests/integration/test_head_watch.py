@@ -57,3 +57,39 @@ def test_a_driver_exits_within_10_s_of_its_head(tmp_path):
             driver.kill()
         head.stop()
         shutil.rmtree(head.temp_dir, ignore_errors=True)
+
+
+def test_a_driver_whose_head_is_gone_before_it_connects_exits(tmp_path):
+    """The service's driver, started by Ray's job supervisor with RAY_ADDRESS = the head's
+    GCS, when that head is gone before ray.init: without the early watch it would hang in
+    ray.init, retrying the dead GCS for minutes."""
+    from tests.e2e.conftest import free_port, tiny
+    from tuner.spec import parse_spec
+    from tuner.store import Store
+
+    settings = Settings(data_dir=tmp_path / "data")
+    settings.data_path.mkdir(parents=True)
+    store = Store(settings.store_url)
+    spec = parse_spec(tiny("orphan")).model_dump(mode="json")
+    rec = store.create_experiment(name="orphan", spec=spec, warnings=[])
+    store.transition(rec.id, "RUNNING", allowed_from={"QUEUED"})
+    store.close()
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.getcwd(),
+        "TUNER_DATA_DIR": str(settings.data_path),
+        "RAY_ADDRESS": dead,
+    }
+    started = time.monotonic()
+    driver = subprocess.run(
+        [sys.executable, "-m", "tuner.sweep", rec.id],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=90,
+    )
+    took = time.monotonic() - started
+    assert driver.returncode == HEAD_GONE_EXIT, driver.stderr[-2000:]
+    assert f"the Ray head at {dead} is gone" in driver.stderr
+    assert took < 45, took  # imports (RLlib: several seconds) plus 5 missed polls

@@ -17,6 +17,7 @@ from tuner.settings import Settings
 from tuner.spec import SpecError, parse_spec
 from tuner.statuses import LAUNCHED, SweepStatus
 from tuner.store import Store
+from tuner.sweep._headwatch import watch_job_head
 from tuner.tune_paths import run_dir
 
 
@@ -33,6 +34,9 @@ def _tracking(settings: Settings, experiment_name: str) -> object:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the sweep of one stored experiment; returns the process exit code."""
+    # first: a head that dies before ray.init connects would leave the driver hanging in
+    # it for minutes (it retries a dead GCS); the watch ends the driver within 10 s
+    watch_job_head()
     parser = argparse.ArgumentParser(prog="python -m tuner.sweep")
     parser.add_argument("experiment_id")
     parser.add_argument("--resume", action="store_true")

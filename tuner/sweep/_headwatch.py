@@ -10,13 +10,17 @@ from it.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 HEAD_GONE_EXIT = 75  # EX_TEMPFAIL: the sweep is resumable
+_GCS_ADDRESS = re.compile(r"[\w.\-\[\]:]+:\d+")
+_watched: set[str] = set()  # the GCS addresses a watch polls already
 
 
 def head_reachable(address: str, timeout_s: float = 1.0) -> bool:
@@ -59,9 +63,23 @@ def watch_head(
                 return
             time.sleep(interval_s)
 
+    _watched.add(gcs_address)
     thread = threading.Thread(target=run, name="tuner-head-watch", daemon=True)
     thread.start()
     return thread
+
+
+def watch_job_head(
+    environ: Mapping[str, str] | None = None, **watch: Any
+) -> threading.Thread | None:
+    """watch_head on the GCS address Ray's job supervisor gives a job's driver
+    (RAY_ADDRESS, host:port), before the driver connects: a head that dies while the
+    driver starts (imports, the store, ray.init) ends it too. None where RAY_ADDRESS is
+    no GCS address (unset, `auto`, a URL)."""
+    address = (os.environ if environ is None else environ).get("RAY_ADDRESS", "")
+    if not _GCS_ADDRESS.fullmatch(address) or "://" in address:
+        return None
+    return watch_head(address, **watch)
 
 
 def watch_connected_head() -> threading.Thread | None:
@@ -71,4 +89,4 @@ def watch_connected_head() -> threading.Thread | None:
     if not ray.is_initialized():
         return None
     address = ray.get_runtime_context().gcs_address
-    return watch_head(address) if address else None
+    return watch_head(address) if address and address not in _watched else None
