@@ -47,7 +47,7 @@ rl-zoo3's over ours, so >= 1.00 still means ours is at least as good).
         [--trials N] [--steps T] [--seeds 5]
 
 Tasks (trials x env steps per trial): cartpole-ppo (8 x 30k), acrobot-dqn (16 x 100k),
-pendulum-sac (16 x 20k), lunarlander-ppo (16 x 200k; needs gymnasium[box2d]).
+pendulum-sac (16 x 20k), lunarlander-ppo (16 x 200k; needs box2d, in the bench extra).
 Needs the `bench` extra (stable-baselines3, rl_zoo3); without it, says how to install
 it and exits 0.
 """

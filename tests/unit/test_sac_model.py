@@ -1,5 +1,6 @@
 """SAC's `model.q_encoder: concat` (tuner/rllib/_sac_model.py): each Q-network one MLP
-over [obs, action], SB3's critic shape; RLlib's multi-stream encoder stays the default."""
+over [obs, action], SB3's critic shape; a sweep's SAC defaults to it
+(`auto`: on flat observations), RLlib's multi-stream encoder where asked for or on images."""
 
 from __future__ import annotations
 
@@ -91,3 +92,29 @@ def test_both_q_encoders_are_accepted_fixed_or_searched():
     validate_spec(spec("SAC", model={"q_encoder": "concat"}), build_env=False)
     space = {"model.q_encoder": {"choice": ["multi_stream", "concat"]}}
     validate_spec(spec("SAC", search={"space": space}), build_env=False)
+
+
+def test_a_sweeps_sac_defaults_to_sb3s_networks_and_the_spec_wins():
+    from tuner.rllib import build_config
+
+    built = build_config(spec("SAC")).model_config
+    assert built["q_encoder"] == "auto" and built["fcnet_activation"] == "relu"
+    own = build_config(spec("SAC", model={"q_encoder": "multi_stream", "fcnet_activation": "tanh"}))
+    assert own.model_config["q_encoder"] == "multi_stream"
+    assert own.model_config["fcnet_activation"] == "tanh"
+    assert "q_encoder" not in build_config(spec("PPO")).model_config
+
+
+def test_auto_is_concat_on_flat_observations_and_rllibs_own_on_images():
+    flat = module({"q_encoder": "auto", "fcnet_activation": "relu"})
+    assert type(flat.qf_encoder).__name__ == "ConcatQEncoder"
+    assert trainable(flat) == sb3_sac_params(obs=3, act=1)  # SB3's default SAC, exactly
+    from tuner.rllib._sac_model import TunerSACCatalog
+
+    catalog = TunerSACCatalog(
+        gym.spaces.Box(0, 1, (8, 8, 3)),
+        gym.spaces.Box(-1, 1, (1,)),
+        {**SB3_SHAPE, "q_encoder": "auto", "conv_filters": [[4, [8, 8], 1]]},
+    )
+    encoder = catalog.build_qf_encoder(framework="torch")
+    assert type(encoder).__name__ != "ConcatQEncoder"

@@ -8,8 +8,10 @@ on small envs the learner update, which dominates a SAC trial, costs as much mor
 `q_encoder: concat`, each Q-network is one MLP over [obs, action] with `fcnet_hiddens`
 (as RLlib builds the policy's encoder), then the Q head (`head_fcnet_hiddens`): with
 `fcnet_hiddens: [256, 256]` and `head_fcnet_hiddens: []`, exactly SB3's default SAC
-networks. The default (`multi_stream`) is RLlib's own. The trainable always uses this
-catalog (TunerSAC in tuner/rllib/_trainables.py); it changes nothing unless the key is set.
+networks. `multi_stream` is RLlib's own. `auto`, the default of a sweep's SAC
+(tuner/algorithms/presets.yaml), is concat on flat (1-D Box) observations and RLlib's own
+on any other. The trainable always uses this catalog (TunerSAC in
+tuner/rllib/_trainables.py); without the key it builds RLlib's own.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from gymnasium.spaces import Box
 from ray.rllib.algorithms.sac.sac import SACConfig
 from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
 from ray.rllib.core.columns import Columns
@@ -26,7 +29,8 @@ from ray.rllib.core.models.configs import MLPEncoderConfig
 from tuner.ray_internals import QEncoderHook, catalog_model_config
 
 Q_ENCODER = "q_encoder"  # the model_config key
-Q_ENCODERS = ("multi_stream", "concat")  # RLlib's own, and one MLP over [obs, action]
+# RLlib's own, one MLP over [obs, action], and concat where the observations are flat
+Q_ENCODERS = ("multi_stream", "concat", "auto")
 
 
 class ConcatQEncoder(torch.nn.Module):
@@ -51,9 +55,12 @@ class TunerSACCatalog(QEncoderHook, SACCatalog):
         kind = model_config.get(Q_ENCODER) or "multi_stream"
         if kind not in Q_ENCODERS:
             raise ValueError(f"model.q_encoder must be one of {Q_ENCODERS}, got {kind!r}")
+        obs_shape = tuple(getattr(self.observation_space, "shape", None) or ())
+        if kind == "auto":
+            flat = len(obs_shape) == 1 and framework == "torch"
+            kind = "concat" if flat and isinstance(self.observation_space, Box) else "multi_stream"
         if kind == "multi_stream":
             return rllib_default(framework)
-        obs_shape = tuple(getattr(self.observation_space, "shape", None) or ())
         if len(obs_shape) != 1 or framework != "torch":
             raise ValueError(
                 "model.q_encoder: concat needs flat (1-D) Box observations and torch, got "
