@@ -6,6 +6,7 @@ functions: every layer reads results so."""
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 _MISSING = object()
@@ -39,7 +40,12 @@ def scope_value(values: list[float], scope: str, mode: str) -> float | None:
     """A trial's ranking value from its metric history (carried over iterations without
     an episode, in order), under Tune's scope names: last, last-5-avg, last-10-avg, avg,
     or all (the peak)."""
-    finite = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    # numbers.Real: Tune's history (progress.csv) gives a whole-number column as numpy int64
+    finite = [
+        float(v)
+        for v in values
+        if isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+    ]
     if not finite:
         return None
     if scope == "last":

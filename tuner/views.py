@@ -97,8 +97,9 @@ class ConfirmedConfig(_View):
     checkpoint: str | None = Field(None, description="That trial's checkpoint.")
     values: dict[str, float | None] | None = Field(
         None,
-        description="With `objectives`: each objective's mean over the seeds, by metric "
-        "(the first objective's is `mean`); null without them.",
+        description="With `objectives`: each objective's mean over the seeds, by metric: "
+        "the first objective's is `mean` (of the seeds' scores), the others' the mean of "
+        "each seed's value under the spec's scope; null without them.",
     )
 
 

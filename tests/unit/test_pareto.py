@@ -134,3 +134,65 @@ def test_the_cli_prints_the_front_whole_when_piped():
     assert lines[0].startswith("Pareto front (2 trials, last of each objective")
     assert lines[1].split("\t") == ["trial id", RETURN, TIME, "confirmed (means)", "config"]
     assert lines[2].split("\t")[:4] == ["a", "10", "5", "-"]
+
+
+def test_whole_number_histories_count(tmp_path):
+    """Tune reads a whole-number column back from progress.csv as int64."""
+    import numpy as np
+
+    from tuner.results import scope_value
+
+    assert scope_value(list(np.array([3, 5, 7], dtype=np.int64)), "last", "max") == 7.0
+    spec = parse_spec({**BASE, "objectives": [TWO[0], {"metric": "steps", "mode": "min"}]})
+    history = pd.DataFrame({RETURN: [1.0, 2.0], "steps": [100, 200]})
+    assert history["steps"].dtype == np.int64
+    assert objective_values(spec, history)["steps"] == 150.0  # last-5-avg
+
+
+def test_every_objective_is_checked_as_the_metric_is():
+    per_agent = {"metric": "env_runners/agent_episode_returns_mean/a", "mode": "max"}
+    with pytest.raises(SpecError) as err:
+        parse_spec({**BASE, "objectives": [TWO[0], per_agent]})
+    assert str(err.value).startswith("objectives.1.metric: a per-agent metric needs")
+
+
+def test_fronts_that_would_mislead_are_warned_about():
+    from tuner.validation._validate import objective_warnings
+
+    spec = parse_spec({**BASE, "objectives": TWO, "scheduler": {"type": "asha"}})
+    said = " ".join(objective_warnings(spec))
+    assert "time_total_s only grow" in said and "'last-5-avg'" in said
+    assert "scheduler asha stops trials early" in said
+    assert objective_warnings(parse_spec({**BASE, "objectives": TWO, "scope": "last"})) == []
+    assert objective_warnings(parse_spec(BASE)) == []
+
+
+def test_a_metric_no_trial_reports_is_said():
+    from tuner.sweep._pareto import missing_values
+
+    spec = parse_spec({**BASE, "objectives": TWO})
+    trials = [_trial("a", 10.0, None), _trial("b", 8.0, 1.0)]
+    said = missing_values(spec, trials)
+    assert said is not None and "time_total_s in 1 of 2" in said
+    assert missing_values(spec, [_trial("b", 8.0, 1.0)]) is None
+
+
+def test_the_study_is_told_a_nan_objective_as_pruned_and_old_searchers_still_start():
+    from optuna.trial import TrialState
+    from ray import tune
+
+    from tuner.sweep._tuner import TunerOptunaSearch
+
+    search = TunerOptunaSearch(objectives=[(RETURN, "max"), (TIME, "min")])
+    assert search.set_search_properties(RETURN, "max", {"lr": tune.uniform(0.1, 1.0)})
+    assert search.metric == [RETURN, TIME]
+    for tid, time in (("t1", float("nan")), ("t2", 2.0)):
+        search.suggest(tid)
+        search.on_trial_result(tid, {RETURN: 1.0, TIME: time, "training_iteration": 1})
+        search.on_trial_complete(tid, {RETURN: 1.0, TIME: time})
+    states = [t.state for t in search._ot_study.trials]
+    assert states == [TrialState.PRUNED, TrialState.COMPLETE]
+    old = TunerOptunaSearch()
+    del old.tuner_objectives  # as a searcher pickled before objectives existed
+    assert old.set_search_properties(RETURN, "max", {"lr": tune.uniform(0.1, 1.0)})
+    assert old.metric == RETURN

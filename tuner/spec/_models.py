@@ -369,15 +369,21 @@ class ExperimentSpec(_Model):
         return self.objectives or [ObjectiveSpec(metric=self.metric, mode=self.mode)]
 
     def _check_multi_agent_metric(self) -> None:
-        """A per-agent or per-policy metric needs `multi_agent`, and a per-policy one
-        (returns, `learners/<policy>/...`) a listed policy."""
-        metric = self.metric.removeprefix("evaluation/")
+        """A per-agent or per-policy metric (each objective's) needs `multi_agent`, and a
+        per-policy one (returns, `learners/<policy>/...`) a listed policy."""
+        if not self.objectives:
+            self._check_agent_metric(("metric",), self.metric)
+        for i, objective in enumerate(self.objectives or []):
+            self._check_agent_metric(("objectives", i, "metric"), objective.metric)
+
+    def _check_agent_metric(self, loc: tuple[str | int, ...], full: str) -> None:
+        metric = full.removeprefix("evaluation/")
         per_agent = metric.startswith((AGENT_RETURNS + "/", MODULE_RETURNS + "/"))
         if self.multi_agent is None:
             if per_agent:
                 raise _field_errors(
                     self,
-                    [(("metric",), "a per-agent metric needs a multi_agent section", self.metric)],
+                    [(loc, "a per-agent metric needs a multi_agent section", full)],
                 )
             return
         module = None
@@ -393,9 +399,9 @@ class ExperimentSpec(_Model):
                 self,
                 [
                     (
-                        ("metric",),
+                        loc,
                         f"{module!r} is not one of multi_agent.policies ({listed})",
-                        self.metric,
+                        full,
                     )
                 ],
             )

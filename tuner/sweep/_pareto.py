@@ -71,6 +71,26 @@ def front(spec: ExperimentSpec, trials: list[TrialView]) -> list[ParetoMember]:
     ]
 
 
+def missing_values(spec: ExperimentSpec, trials: list[TrialView]) -> str | None:
+    """A warning naming the objectives search trials did not report (they are not on
+    the front: a typo in a metric leaves it empty); None when every trial has them."""
+    if not spec.objectives:
+        return None
+    search = [t for t in trials if t.stage == STAGE_SEARCH and t.values is not None]
+    missing = {
+        o.metric: sum((t.values or {}).get(o.metric) is None for t in search)
+        for o in spec.objectives
+    }
+    missed = {m: n for m, n in missing.items() if n}
+    if not missed:
+        return None
+    each = ", ".join(f"{m} in {n} of {len(search)}" for m, n in missed.items())
+    return (
+        f"objectives without a value ({each} search trials): those trials are not on "
+        "the Pareto front; is each metric a key the trials report?"
+    )
+
+
 def confirmed_values(
     spec: ExperimentSpec,
     confirmed: list[ConfirmedConfig],

@@ -34,7 +34,7 @@ from tuner.statuses import TRIAL_UNFINISHED, SweepStatus, TrialStatus
 from tuner.sweep._confirm import confirm_runs, confirm_seeds, confirmed_configs, pick_candidates
 from tuner.sweep._headwatch import watch_connected_head
 from tuner.sweep._interrupt import InterruptWatch
-from tuner.sweep._pareto import confirmed_values, front, objective_values
+from tuner.sweep._pareto import confirmed_values, front, missing_values, objective_values
 from tuner.sweep._progress import RichProgress
 from tuner.sweep._summary import trial_view_from_result
 from tuner.sweep._tuner import build_tuner, restore_tuner, sampled_values
@@ -222,6 +222,8 @@ def summarise(
     )
     if not confirming:
         summary.pareto = front(spec, trials)
+        if (missing := missing_values(spec, trials)) is not None:
+            summary.warnings.append(missing)
         top = summary.pareto[0].trial_id if summary.pareto else None
         if best is not None and top not in (None, best.trial_id):
             view = next(t for t in trials if t.trial_id == top)

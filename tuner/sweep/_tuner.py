@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from typing import Any
 
@@ -82,6 +84,10 @@ def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any
     return apply_values(trial_params(spec), {key: dom.to_tune() for key, dom in space.items()})
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and math.isfinite(value)
+
+
 class TunerOptunaSearch(OptunaSearch):
     """Tune's OptunaSearch, told only the results that carry the metric.
 
@@ -114,8 +120,8 @@ class TunerOptunaSearch(OptunaSearch):
         """Tune's; a multi-objective result missing one objective's value is told as
         pruned (Tune's would tell Optuna a None among the values, which it refuses)."""
         if isinstance(self.metric, list) and result is not None:
-            if any(result.get(m) is None for m in self.metric):
-                result = None
+            if not all(_finite(result.get(m)) for m in self.metric):
+                result = None  # Optuna refuses None and NaN among the values
         super().on_trial_complete(trial_id, result, error)
 
     def set_search_properties(
@@ -123,9 +129,11 @@ class TunerOptunaSearch(OptunaSearch):
     ) -> bool:
         """Tune's (with every objective where there are several: Tune passes the first),
         then the warm start's earlier trials told to the study as completed."""
-        if self.tuner_objectives:
-            metric = [m for m, _ in self.tuner_objectives]  # type: ignore[assignment]
-            mode = [m for _, m in self.tuner_objectives]  # type: ignore[assignment]
+        # getattr: a searcher pickled before objectives existed has no such attribute
+        objectives = getattr(self, "tuner_objectives", [])
+        if objectives:
+            metric = [m for m, _ in objectives]  # type: ignore[assignment]
+            mode = [m for _, m in objectives]  # type: ignore[assignment]
         done = super().set_search_properties(metric, mode, config, **spec)
         if done:
             for point, score in self.tuner_known:

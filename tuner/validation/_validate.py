@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,6 +104,48 @@ def validate_spec(
     imported. Without `import_user_code` (the API's validator) no module a spec names
     is imported at all: an import-path env is not built here (the driver builds it)."""
     space = resolve_space(spec) if space is None else space
+    warnings = _validate(
+        spec, build_env, allowed_modules, space, import_user_code, max_trials, max_asha_rungs
+    )
+    return [*warnings, *objective_warnings(spec)]
+
+
+# results that only grow: under any scope but `last` a trial's value is not its total
+_RUNNING_TOTAL = re.compile(r"(^|/)(time_total_s|timesteps_total|training_iteration)$|_lifetime$")
+
+
+def objective_warnings(spec: ExperimentSpec) -> list[str]:
+    """What makes a Pareto front mislead: a running total ranked under a scope other
+    than `last`, and a scheduler that stops trials early (a trial stopped early looks
+    cheap on every cost objective)."""
+    if not spec.objectives:
+        return []
+    out = []
+    if spec.scope != "last":
+        totals = [o.metric for o in spec.objectives if _RUNNING_TOTAL.search(o.metric)]
+        if totals:
+            out.append(
+                f"objectives {', '.join(totals)} only grow: under scope {spec.scope!r} a "
+                "trial's value is not its total (use scope: last)"
+            )
+    if spec.scheduler.type in ("asha", "median"):
+        out.append(
+            f"scheduler {spec.scheduler.type} stops trials early by the first objective: a "
+            "trial stopped early looks cheap on the others and can join the Pareto front "
+            "(use scheduler fifo)"
+        )
+    return out
+
+
+def _validate(
+    spec: ExperimentSpec,
+    build_env: bool,
+    allowed_modules: Sequence[str] | None,
+    space: dict[str, Domain],
+    import_user_code: bool,
+    max_trials: int | None,
+    max_asha_rungs: int | None,
+) -> list[str]:
     allowed = list(allowed_modules) if allowed_modules is not None else None
     refs: list[SpecIssue] = []
     if allowed is not None and ":" in (spec.env or "") and not module_allowed(spec.env, allowed):
