@@ -43,6 +43,7 @@ from tuner.spec._sections import (
     _field_errors,
     _Model,
     is_ale_id,
+    metric_key,
 )
 
 
@@ -269,9 +270,7 @@ class ExperimentSpec(_Model):
     @field_validator("metric")
     @classmethod
     def _metric_key(cls, v: str) -> str:
-        if not METRIC_RE.fullmatch(v):
-            raise ValueError(f"{v!r} is not a result key such as 'env_runners/episode_return_mean'")
-        return v
+        return metric_key(v)
 
     @field_validator("scheduler")
     @classmethod

@@ -439,9 +439,14 @@ class ObjectiveSpec(_Model):
     @field_validator("metric")
     @classmethod
     def _metric_key(cls, v: str) -> str:
-        if not METRIC_RE.fullmatch(v):
-            raise ValueError(f"{v!r} is not a result key such as 'env_runners/episode_return_mean'")
-        return v
+        return metric_key(v)
+
+
+def metric_key(v: str) -> str:
+    """A metric as a spec names it (`metric`, an objective's): a flattened result key."""
+    if not METRIC_RE.fullmatch(v):
+        raise ValueError(f"{v!r} is not a result key such as 'env_runners/episode_return_mean'")
+    return v
 
 
 class ConfirmSpec(_Model):
