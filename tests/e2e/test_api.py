@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.e2e.conftest import tiny, wait_for
 from tuner.launcher import RayJobs
+from tuner.mlflow_names import TAG_WARM_RUN
 from tuner.statuses import TERMINAL
 
 pytestmark = pytest.mark.e2e
@@ -338,3 +339,52 @@ def test_a_dry_run_plans_and_stores_and_launches_nothing(server):
         assert c.get("/experiments").json()["total"] == before  # nothing stored
     time.sleep(2)  # a launch would have happened by now (the supervisor polls every 0.5 s)
     assert len(RayJobs(ray, 30).list()) == jobs_before  # nothing launched
+
+
+def test_a_warm_start_over_rest_reuses_the_earlier_best_and_compares_with_it(server):
+    """Learn from a sweep through the service: a second sweep warm-started from the
+    first by its id runs the first's best config first (MLflow names the source), and
+    GET /compare puts the two side by side."""
+    space = {"lr": {"loguniform": [1e-4, 1e-2]}}
+    first = tiny(
+        "e2e-cold", iterations=1, search={"method": "random", "num_samples": 2, "space": space}
+    )
+    with server.client() as c:
+        cold_id = c.post("/experiments", json=first).json()["id"]
+        cold = wait_for(c, cold_id, lambda v: v["status"] in {"SUCCEEDED", "FAILED"}, timeout=180)
+        assert cold["status"] == "SUCCEEDED", cold
+        warm_spec = tiny(
+            "e2e-warm",
+            iterations=1,
+            search={
+                "method": "optuna",
+                "num_samples": 2,
+                "space": space,
+                "warm_start": {"from": cold_id, "top_k": 1},
+            },
+        )
+        missing = c.post(
+            "/experiments",
+            json={
+                **warm_spec,
+                "search": {**warm_spec["search"], "warm_start": {"from": "nowhere"}},
+            },
+        )
+        assert missing.status_code == 422 and "search.warm_start.from" in missing.text
+        warm_id = c.post("/experiments", json=warm_spec).json()["id"]
+        warm = wait_for(c, warm_id, lambda v: v["status"] in {"SUCCEEDED", "FAILED"}, timeout=180)
+        assert warm["status"] == "SUCCEEDED", warm
+        trials = c.get(f"/experiments/{warm_id}/trials").json()["items"]
+        # the earlier best config ran as one of the new sweep's trials (its first)
+        assert cold["best"]["config"]["lr"] in [t["config"]["lr"] for t in trials]
+        compared = c.get("/compare", params={"ids": f"{cold_id},{warm_id}"})
+        assert compared.status_code == 200, compared.text
+        sweeps = compared.json()["sweeps"]
+    assert [s["id"] for s in sweeps] == [cold_id, warm_id]
+    assert [s["best"]["trial_id"] for s in sweeps] == [
+        cold["best"]["trial_id"],
+        warm["best"]["trial_id"],
+    ]
+    mlflow = MlflowClient(tracking_uri=f"sqlite:///{server.data_dir / 'mlflow.db'}")
+    tags = mlflow.get_run(warm["mlflow"]["parent_run_id"]).data.tags
+    assert tags[TAG_WARM_RUN] == cold["mlflow"]["parent_run_id"]
