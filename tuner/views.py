@@ -1,5 +1,5 @@
 """The shapes users see, one model per concept: a sweep, a trial, the best trial, the
-MLflow links, metric points, the cluster, the algorithms.
+MLflow links, metric points, the cluster (an algorithm's: tuner/algorithms/_info.py).
 
 `tuner run --output json`, every REST response and the web page use these models and
 no others: the driver builds them from Tune's results, the store converts its rows to
@@ -314,47 +314,6 @@ class MetricSeries(_View):
     series: dict[str, list[StepValue]]
 
 
-class AlgorithmInfo(_View):
-    """An algorithm or preset users can name in `algorithm` (`GET /algorithms`)."""
-
-    name: str
-    base_algorithm: str
-    doc: str | None = None
-    actions: list[str] = Field(
-        default_factory=list, description="Action spaces it handles: discrete, continuous."
-    )
-    gpu_learner: bool = Field(False, description="Its learner can train on a GPU.")
-    lstm: bool = Field(False, description="It trains recurrent (use_lstm) models.")
-    preset_config: dict[str, Any] = Field(
-        default_factory=dict, description="Settings the preset fixes (the spec's `config` wins)."
-    )
-    performance_defaults: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Settings that make small trials fast without changing the update ratio "
-        "or the batch (the spec's `config` wins); `num_envs_per_env_runner` (PPO: the most, each "
-        "env sampling 256+ steps of a batch) applies where the spec sets no env count, "
-        "fragment or batch_mode and runs one agent on a flat gymnasium env.",
-    )
-    flat_replay_defaults: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Performance defaults used instead of `performance_defaults` where the "
-        "trials take the flat replay path (DQN), the spec sets neither "
-        "`rollout_fragment_length` nor `resources.num_envs_per_env_runner`; the update ratio "
-        "is held.",
-    )
-    default_space: dict[str, Any] = Field(default_factory=dict)
-    space_source: str | None = Field(None, description="Where the default space comes from.")
-    space_reasons: dict[str, str] = Field(
-        default_factory=dict, description="Why each default-space key is searched so."
-    )
-    space_budget: dict[str, dict[str, Any]] = Field(
-        default_factory=dict,
-        description="Rules that narrow default-space keys to a trial's budget "
-        "(stop.timesteps_total): min_updates, at_most, at_most_fraction, schedule.",
-    )
-    warnings: list[str] = Field(default_factory=list)
-
-
 class NodeView(_View):
     """One alive Ray node and what it offers trials."""
 
@@ -502,7 +461,6 @@ def with_mlflow_url(trial: TrialView, ui_url: str | None, experiment_id: str | N
 
 
 __all__ = [
-    "AlgorithmInfo",
     "BestTrial",
     "ClusterView",
     "ConfirmedConfig",

@@ -2,6 +2,7 @@
 algorithm, default search space, what it supports and its performance defaults, kept
 as data (algorithms.yaml, presets.yaml, tuner/search_spaces/defaults.yaml)."""
 
+from tuner.algorithms._info import AlgorithmInfo
 from tuner.algorithms._registry import (
     algorithms,
     base_algorithm,
@@ -13,6 +14,7 @@ from tuner.algorithms._registry import (
 )
 
 __all__ = [
+    "AlgorithmInfo",
     "algorithms",
     "base_algorithm",
     "base_algorithms",

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
+from tuner.algorithms._info import AlgorithmInfo
 from tuner.search_spaces import Domain
-from tuner.views import AlgorithmInfo
 
 _HERE = Path(__file__).parent
 _ALGORITHMS = _HERE / "algorithms.yaml"

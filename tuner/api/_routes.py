@@ -15,6 +15,7 @@ import tuner
 from tuner import algorithms as registry
 from tuner import compare, service
 from tuner import purge as purging
+from tuner.algorithms import AlgorithmInfo
 from tuner.api._cache import ViewCache
 from tuner.api._deps import (
     LauncherDep,
@@ -31,7 +32,6 @@ from tuner.mlflow_names import RETURN_KEY
 from tuner.statuses import SweepStatus
 from tuner.store import ExperimentRecord, Store
 from tuner.views import (
-    AlgorithmInfo,
     ClusterView,
     ExampleSpec,
     ExperimentList,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ from tuner.spec import (
     resolved_scheduler,
     search_trials,
 )
+from tuner.validation._objectives import objective_warnings
 
 # Spec sections own these; setting them under `config` would fight the spec.
 _OWNED_BY_SPEC = {
@@ -108,33 +108,6 @@ def validate_spec(
         spec, build_env, allowed_modules, space, import_user_code, max_trials, max_asha_rungs
     )
     return [*warnings, *objective_warnings(spec)]
-
-
-# results that only grow: under any scope but `last` a trial's value is not its total
-_RUNNING_TOTAL = re.compile(r"(^|/)(time_total_s|timesteps_total|training_iteration)$|_lifetime$")
-
-
-def objective_warnings(spec: ExperimentSpec) -> list[str]:
-    """What makes a Pareto front mislead: a running total ranked under a scope other
-    than `last`, and a scheduler that stops trials early (a trial stopped early looks
-    cheap on every cost objective)."""
-    if not spec.objectives:
-        return []
-    out = []
-    if spec.scope != "last":
-        totals = [o.metric for o in spec.objectives if _RUNNING_TOTAL.search(o.metric)]
-        if totals:
-            out.append(
-                f"objectives {', '.join(totals)} only grow: under scope {spec.scope!r} a "
-                "trial's value is not its total (use scope: last)"
-            )
-    if spec.scheduler.type in ("asha", "median"):
-        out.append(
-            f"scheduler {spec.scheduler.type} stops trials early by the first objective: a "
-            "trial stopped early looks cheap on the others and can join the Pareto front "
-            "(use scheduler fifo)"
-        )
-    return out
 
 
 def _validate(
