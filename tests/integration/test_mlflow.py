@@ -213,10 +213,10 @@ def test_a_sampled_renamed_key_is_reported_as_rllib_used_it(ray_local, tmp_path)
         "lr",
         "gamma",
         "train_batch_size_per_learner",
-        "n_step",
         "target_network_update_freq",
         "training_intensity",  # the update ratio, searched: what the trial runs
     }
+    assert out["best"]["full_config"]["n_step"] == 3  # DQN's own, fixed (presets.yaml)
     assert out["best"]["config"] == sampled
     assert {k: out["best"]["full_config"][k] for k in sampled} == sampled
     ctor = pickle.loads((Path(trial["checkpoint"]) / "class_and_ctor_args.pkl").read_bytes())

@@ -60,14 +60,15 @@ def test_every_default_space_value_arrives_and_is_reported(algorithm):
 
 def test_a_key_a_preset_fixes_leaves_the_default_space():
     base = set(registry.get("DQN").default_space)
-    assert {"n_step", "target_network_update_freq"} <= base
+    starts = "num_steps_sampled_before_learning_starts"
+    assert {starts, "target_network_update_freq"} <= base
     spec = parse_spec({"name": "rainbow", "algorithm": "Rainbow_DQN", "env": "CartPole-v1"})
     space = resolve_space(spec)
     assert set(space) == base - set(registry.get("Rainbow_DQN").preset_config)
-    assert not {"n_step", "target_network_update_freq"} & set(space)
-    for seed in range(5):  # every trial runs Rainbow's own n-step and target period
+    assert not {starts, "target_network_update_freq"} & set(space)
+    for seed in range(5):  # every trial runs Rainbow's own learning start and target period
         trial_config = draw(param_space(spec, space), random.Random(seed))
-        assert trial_config["n_step"] == 3 and trial_config["target_network_update_freq"] == 500
+        assert trial_config[starts] == 10000 and trial_config["target_network_update_freq"] == 500
 
 
 def test_a_key_fixed_under_config_leaves_the_default_space():

@@ -174,9 +174,10 @@ def test_the_section_is_read_back_from_a_built_config():
 @pytest.mark.parametrize(
     "algorithm, buffer",
     [
-        ("DQN", "MultiAgentPrioritizedEpisodeReplayBuffer"),
+        # DQN's and SAC's own uniform replay (presets.yaml), Rainbow's prioritized
+        ("DQN", "MultiAgentEpisodeReplayBuffer"),
         ("Rainbow_DQN", "MultiAgentPrioritizedEpisodeReplayBuffer"),
-        ("SAC", "MultiAgentPrioritizedEpisodeReplayBuffer"),
+        ("SAC", "MultiAgentEpisodeReplayBuffer"),
     ],
 )
 def test_replay_algorithms_get_rllibs_multi_agent_buffer(algorithm, buffer):

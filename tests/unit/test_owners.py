@@ -196,7 +196,8 @@ def test_algorithms_route_serves_the_registry(client):
     assert rainbow["default_space"] == {
         k: v for k, v in dqn_space.items() if k not in rainbow["preset_config"]
     }
-    assert "n_step" in dqn_space and "n_step" not in rainbow["default_space"]
+    starts = "num_steps_sampled_before_learning_starts"
+    assert starts in dqn_space and starts not in rainbow["default_space"]
     assert {"actions", "gpu_learner", "lstm", "performance_defaults"} <= set(rainbow)
 
 

@@ -28,8 +28,8 @@ from tuner.rllib._update_ratio import (
 from tuner.spec import ALGORITHMS, PRESETS, parse_spec, resolve_space
 from tuner.sweep._tuner import trial_params
 
-# every algorithm and preset whose trials sample in rounds (DQN and its presets); SAC has
-# no such default (measured slower), so it keeps RLlib's own settings untouched
+# every algorithm and preset whose trials sample in rounds on either replay path (DQN and
+# its presets); SAC samples in rounds on the flat path only (its test below)
 OFF_POLICY = [
     a
     for a in ALGORITHMS + PRESETS
@@ -77,6 +77,28 @@ def test_every_off_policy_preset_keeps_rllibs_update_ratio_and_batch(algorithm):
         assert fragment >= 32  # what makes it fast: 32+ env steps per sample round
 
 
+def test_sac_on_the_flat_path_holds_rllibs_ratio_in_rounds_of_8():
+    """SAC's flat_replay_defaults: rounds of 8 env steps and 8 updates, RLlib's own ratio
+    (one update of the train batch per env step), one env; off the flat path (a spec's own
+    connector here) RLlib's own fragment, nothing held."""
+    flat = registry.get("SAC").flat_replay_defaults
+    assert flat == {"rollout_fragment_length": 8}
+    for batch, runners in itertools.product([64, 256], [0, 1]):
+        spec = spec_of("SAC", resources={"num_env_runners": runners})
+        assert flat_defaults_apply(spec) and holds_update_ratio(spec)
+        assert num_envs_of(spec) == 1
+        ratio, train_batch, fragment = as_run_flat(spec, {"_train_batch_size_per_learner": batch})
+        want_ratio, want_batch = rllib_default_one_env(
+            spec, {"train_batch_size_per_learner": batch}
+        )
+        assert train_batch == want_batch == batch
+        assert ratio == pytest.approx(want_ratio, rel=1e-9) == batch, (batch, runners)
+        assert fragment == 8
+    own = spec_of("SAC", normalize_observations=True)
+    assert not flat_defaults_apply(own) and not holds_update_ratio(own)
+    assert HOLD_RATIO_KEY not in trial_params(own)
+
+
 @pytest.mark.parametrize(
     "patch",
     [
@@ -94,7 +116,7 @@ def test_a_spec_that_sets_the_ratio_itself_gets_exactly_what_it_set(patch):
 def test_the_rest_have_no_ratio_to_hold():
     dqn = {a for a in ALGORITHMS + PRESETS if registry.base_algorithm(a) == "DQN"}
     assert set(OFF_POLICY) == dqn
-    for algorithm in ("PPO", "APPO", "IMPALA", "SAC"):
+    for algorithm in ("PPO", "APPO", "IMPALA"):
         spec = spec_of(algorithm)
         assert not holds_update_ratio(spec)
         assert HOLD_RATIO_KEY not in trial_params(spec)
@@ -388,7 +410,8 @@ def test_a_confirmation_trials_ratio_is_that_of_its_candidates_values():
     params = {**trial_params(spec), CONFIRM_KEY: {"values": candidate, "seed": 7}}
     config, _ = derived_settings(params, spec)
     ran = hold_update_ratio(apply_values(trial_params(spec), candidate), "DQN")
-    assert config["training_intensity"] == ran["training_intensity"] == pytest.approx(128)
+    # RLlib's ratio at DQN's own 3-step returns (presets.yaml): its auto fragment is 3
+    assert config["training_intensity"] == ran["training_intensity"] == pytest.approx(128 / 3)
 
 
 def test_a_pasted_env_count_keeps_evaluation_on_the_specs_own_envs():
