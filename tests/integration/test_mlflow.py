@@ -288,7 +288,8 @@ def test_an_experiment_made_without_the_kind_gets_it(tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
-    old = client.create_experiment("tiny")
+    # its artifacts under tmp_path: MLflow's default root is ./mlruns in the cwd
+    old = client.create_experiment("tiny", artifact_location=(tmp_path / "a").as_uri())
     assert "mlflow.experimentKind" not in client.get_experiment(old).tags
     tracker = MLflowTracker(
         tiny_spec(), tracking_uri=uri, run_name="r1", space_keys=[], experiment_name="tiny"
