@@ -202,11 +202,13 @@ def test_status_without_a_server_names_the_url_it_tried():
     assert f"cannot reach the tuner server at http://127.0.0.1:{port}/api/v1/" in text
 
 
-def test_validate_prints_no_rllib_api_stack_notice():
+@pytest.mark.parametrize("example", ["cartpole-ppo-default-space.yaml", "sac-pendulum.yaml"])
+def test_validate_prints_no_rllib_api_stack_notice(example):
+    """RLlib logs it from AlgorithmConfig's module, and SAC's from SAC's own."""
     import subprocess
     import sys
 
-    spec = Path(__file__).parents[2] / "experiments" / "cartpole-ppo-default-space.yaml"
+    spec = Path(__file__).parents[2] / "experiments" / example
     out = subprocess.run(
         [sys.executable, "-m", "tuner.cli", "validate", str(spec)],
         capture_output=True,

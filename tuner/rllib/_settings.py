@@ -15,6 +15,7 @@ from ray.rllib.algorithms.appo import APPOConfig
 from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.algorithms.impala import IMPALAConfig
 from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.sac import SACConfig
 
 from tuner import algorithms as registry
 from tuner.rllib import _fast_replay
@@ -26,13 +27,15 @@ _ENVS = "num_envs_per_env_runner"
 
 class _NewApiStackNotice(logging.Filter):
     """Drops RLlib's "You are running X on the new API stack!" notice: every trial of
-    ours runs on the new stack, and it printed on every validate, plan and run."""
+    ours runs on the new stack, and it printed on every validate, plan and run. RLlib
+    2.60 logs it from AlgorithmConfig's module and, for SAC, from SAC's."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "on the new API stack!" not in record.getMessage()
 
 
-logging.getLogger(AlgorithmConfig.__module__).addFilter(_NewApiStackNotice())
+for _config in (AlgorithmConfig, SACConfig):
+    logging.getLogger(_config.__module__).addFilter(_NewApiStackNotice())
 # RLlib's default config of each base algorithm (SAC's with our Q-network catalog): the
 # values a trial's config dict starts from
 _DEFAULT_CONFIGS = {
