@@ -84,6 +84,28 @@ def test_appo_preset_grad_clip_and_user_override():
     assert build_config(spec(algorithm="APPO", config={"grad_clip": 5.0})).grad_clip == 5.0
 
 
+def test_dqn_and_sac_own_settings_reach_rllib_and_the_spec_wins():
+    """DQN's 3-step returns and uniform replay, SAC's uniform replay (presets.yaml), in the
+    config RLlib builds; a spec's own value wins, a spec's own buffer keys merge over
+    ours, and the named presets keep RLlib's prioritized replay and 1-step returns."""
+    dqn = build_config(spec(algorithm="DQN"))
+    assert dqn.n_step == 3
+    assert dqn.replay_buffer_config["type"] == "EpisodeReplayBuffer"
+    assert dqn.replay_buffer_config["capacity"] == 50000
+    sac = build_config(spec(algorithm="SAC", env="Pendulum-v1"))
+    assert sac.replay_buffer_config["type"] == "EpisodeReplayBuffer"
+    assert sac.replay_buffer_config["capacity"] == 1_000_000
+    own = build_config(
+        spec(algorithm="DQN", config={"n_step": 1, "replay_buffer_config": {"capacity": 900}})
+    )
+    assert own.n_step == 1
+    assert own.replay_buffer_config["type"] == "EpisodeReplayBuffer"
+    assert own.replay_buffer_config["capacity"] == 900
+    per = build_config(spec(algorithm="DQN_PER"))
+    assert per.n_step == 1
+    assert per.replay_buffer_config["type"] == "PrioritizedEpisodeReplayBuffer"
+
+
 def test_model_and_resources_reach_the_config():
     s = spec(
         model={"fcnet_hiddens": [8]}, resources={"num_env_runners": 2, "num_gpus_per_learner": 0.25}
