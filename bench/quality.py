@@ -23,7 +23,8 @@ ours, the search, MLflow tracking for ours, rl-zoo3's report).
 
 Then each tool's best config is trained again on the same S fresh seeds (disjoint
 from every search trial's) with the same env-step budget, and every seed is scored
-the same way: its final policy, deterministic actions, 10 episodes.
+the same way: its final policy, deterministic actions, 10 episodes. These two stages are
+not timed and run side by side (ours in its own process).
 
   ours     `tuner run` of a spec whose `config` / `model` fix the best values (nothing
            left to search), `confirm: {top_k: 1, seeds: S}`, `evaluation: {at_end:
@@ -64,6 +65,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -384,31 +386,38 @@ def compare(
     zoo_hp = zoo_hyperparams(task, zoo_best.params)
     search_trials = [t for t in ours["trials"] if t.get("stage", "search") == "search"]
 
-    print(f"[3/4] our best config on {seeds} fresh seeds (tuner run, confirm)", flush=True)
+    # The two untimed stages run side by side: our confirmation (a `tuner run` process)
+    # in a thread while rl-zoo3's seeds train here. The seeds are the confirmation's own
+    # (its spec's seed + 1 ..), checked against what it reports.
+    seed_list = [SEED + trials + 1 + i for i in range(seeds)]
+    print(
+        f"[3/4] our best config on {seeds} fresh seeds (tuner run, confirm), beside\n"
+        "[4/4] rl-zoo3's best config on the same seeds (stable-baselines3)",
+        flush=True,
+    )
     t0 = time.perf_counter()
     best_values = ours["best"]["config"]
-    confirmed, _ = tuner_run(
-        tmp, "confirm", confirm_spec(task, best_values, trials, steps, seeds), timeout
-    )
+    spec = confirm_spec(task, best_values, trials, steps, seeds)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ours_run = pool.submit(tuner_run, tmp, "confirm", spec, timeout)
+        if threads > 0:
+            import torch
+
+            torch.set_num_threads(threads)  # as rl_zoo3.train --num-threads does
+        zoo_scores = []
+        for seed in seed_list:
+            zoo_scores.append(zoo_train_and_score(task, zoo_hp, seed, steps))
+            print(f"      rl-zoo3 seed {seed}: {zoo_scores[-1]:.1f}", flush=True)
+        confirmed, _ = ours_run.result()
     if not confirmed.get("confirmation"):
         print(f"RESULT quality.{name}=failed (our confirmation run failed; see above)")
         return 1
     ours_conf = confirmed["confirmation"][0]
-    seed_list = list(ours_conf["seeds"])
+    if list(ours_conf["seeds"]) != seed_list:
+        print(f"RESULT quality.{name}=failed (our seeds {ours_conf['seeds']}, not {seed_list})")
+        return 1
     ours_scores = [float("nan") if s is None else float(s) for s in ours_conf["scores"]]
     print(f"      {time.perf_counter() - t0:.1f} s, seeds {seed_list}", flush=True)
-
-    print("[4/4] rl-zoo3's best config on the same seeds (stable-baselines3)", flush=True)
-    t0 = time.perf_counter()
-    if threads > 0:
-        import torch
-
-        torch.set_num_threads(threads)  # as rl_zoo3.train --num-threads does
-    zoo_scores = []
-    for seed in seed_list:
-        zoo_scores.append(zoo_train_and_score(task, zoo_hp, seed, steps))
-        print(f"      seed {seed}: {zoo_scores[-1]:.1f}", flush=True)
-    print(f"      {time.perf_counter() - t0:.1f} s", flush=True)
 
     from tuner.sweep import stats
 
