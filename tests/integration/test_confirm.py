@@ -22,6 +22,7 @@ from tests.integration._cli import (
 from tuner import mlflow_names as names
 from tuner.rllib._evaluate import evaluate_checkpoint
 from tuner.sweep._run import run_sweep
+from tuner.tracking import TrackingConfig
 
 SPEC = {
     **RESUMABLE,
@@ -122,8 +123,37 @@ def test_with_evaluation_a_seeds_score_is_its_final_deterministic_evaluation(ray
         confirm={"top_k": 1, "seeds": 2},
         seed=3,
     )
-    summary = run_sweep(spec, storage_path=tmp_path / "tune", progress=False)
+    tune_dir = tmp_path / "tune"
+    at_search_end = []  # what the driver stores before the confirmation starts
+
+    def search_ended(found):
+        started = [p.name for p in tune_dir.iterdir() if p.name.endswith("-confirm")]
+        at_search_end.append(([t.model_copy() for t in found.trials], started))
+
+    summary = run_sweep(
+        spec,
+        storage_path=tune_dir,
+        progress=False,
+        tracking=TrackingConfig(
+            tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+            artifact_location=(tmp_path / "a").as_uri(),
+        ),
+        on_search_end=search_ended,
+    )
     assert summary.status == "SUCCEEDED", summary
+    # once, before the confirmation's Tune run began: the search trial with its final
+    # score, checkpoint and MLflow run (a driver that dies in the confirmation loses none)
+    ((found, started),) = at_search_end
+    (searched,) = found
+    assert started == []
+    final = next(t for t in summary.trials if t.trial_id == searched.trial_id)
+    assert searched.stage == "search" and searched.score is not None
+    assert searched.mlflow_run_id is not None
+    assert (searched.score, searched.mlflow_run_id, searched.checkpoint) == (
+        final.score,
+        final.mlflow_run_id,
+        final.checkpoint,
+    )
     (confirmed,) = summary.confirmation
     by_id = {t.trial_id: t for t in summary.trials}
     runs = [by_id[t] for t in confirmed.trials]

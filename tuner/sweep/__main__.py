@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from collections.abc import Sequence
 
 from tuner.settings import Settings
 from tuner.spec import SpecError, parse_spec
@@ -19,6 +20,7 @@ from tuner.statuses import LAUNCHED, SweepStatus
 from tuner.store import Store
 from tuner.sweep._headwatch import watch_job_head
 from tuner.tune_paths import run_dir
+from tuner.views import TrialView
 
 
 def _tracking(settings: Settings, experiment_name: str) -> object:
@@ -30,6 +32,29 @@ def _tracking(settings: Settings, experiment_name: str) -> object:
         artifact_location=None if settings.mlflow_tracking_uri else settings.artifact_root,
         ui_url=settings.mlflow_ui_url,
     )
+
+
+def _store_trials(store: Store, experiment_id: str, trials: Sequence[TrialView]) -> None:
+    """The trials' final rows, as the sweep's summary has them."""
+    for trial in trials:
+        store.upsert_trial(
+            experiment_id,
+            trial.trial_id,
+            status=trial.status,  # PAUSED: interrupted, resumes from its last checkpoint
+            config=trial.config,
+            seed=trial.seed,
+            iterations=trial.iterations,
+            env_steps=trial.env_steps,
+            metric=trial.metric,
+            best_metric=trial.best_metric,
+            score=trial.score,
+            values=trial.values,
+            stage=trial.stage,
+            error=trial.error,
+            checkpoint=trial.checkpoint,
+            mlflow_run_id=trial.mlflow_run_id,
+            retries=trial.retries,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             space=space,
             allowed_modules=settings.allowed_module_list,
             growth_nodes=settings.growth_nodes,
+            on_search_end=lambda found: _store_trials(store, rec.id, found.trials),
         )
     except SpecError as err:
         store.update_experiment(rec.id, error=str(err))
@@ -89,25 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         store.transition(rec.id, SweepStatus.FAILED, allowed_from=LAUNCHED)
         raise
     stopped = bool((store.get_experiment(rec.id) or rec).stop_requested)
-    for trial in summary.trials:
-        store.upsert_trial(
-            rec.id,
-            trial.trial_id,
-            status=trial.status,  # PAUSED: interrupted, resumes from its last checkpoint
-            config=trial.config,
-            seed=trial.seed,
-            iterations=trial.iterations,
-            env_steps=trial.env_steps,
-            metric=trial.metric,
-            best_metric=trial.best_metric,
-            score=trial.score,
-            values=trial.values,
-            stage=trial.stage,
-            error=trial.error,
-            checkpoint=trial.checkpoint,
-            mlflow_run_id=trial.mlflow_run_id,
-            retries=trial.retries,
-        )
+    _store_trials(store, rec.id, summary.trials)
     best = summary.best.model_dump(mode="json") if summary.best else None
     status = SweepStatus.STOPPED if stopped else summary.status
     store.update_experiment(

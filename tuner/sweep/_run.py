@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -381,6 +381,7 @@ def run_sweep(
     allowed_modules: Sequence[str] | None = None,
     growth_nodes: Sequence[dict[str, float]] = (),
     max_asha_rungs: int | None = None,
+    on_search_end: Callable[[SweepSummary], None] | None = None,
 ) -> SweepSummary:
     """Runs (or, with resume, continues) the spec's sweep and returns its summary.
 
@@ -389,6 +390,9 @@ def run_sweep(
     module prefixes whose code the spec may name by import path (None, for a caller
     running its own spec in-process: any env; code settings only RLlib's own classes).
     `max_asha_rungs`: the most ASHA rungs allowed (`tuner run`: TUNER_MAX_ASHA_RUNGS).
+    `on_search_end`: called with the search's summary (its trials' scores and MLflow
+    runs) before a confirmation stage starts, so a driver that dies during it has
+    already stored what the search found.
 
     With `tracking`, every trial is a nested MLflow run under the sweep's run.
     Raises SpecError before any trial starts when the spec cannot run here (with
@@ -465,6 +469,12 @@ def run_sweep(
     interrupted = watch.interrupted or any(getattr(cb, "interrupted", False) for cb in cbs)
     summary = summarise(spec, result_grid, warnings, interrupted=interrupted, space=space)
     if spec.confirm is not None and summary.status in (SweepStatus.SUCCEEDED, SweepStatus.PARTIAL):
+        if on_search_end is not None:
+            for trial in summary.trials:  # as at the end (the same paths, the same runs)
+                trial.checkpoint = with_scheme(trial.checkpoint, storage_path)
+            if tracker is not None:
+                tracker.link_trials(summary.trials)
+            on_search_end(summary)
         _confirm(
             spec, summary, storage_path, name, [*callbacks, *cbs[len(callbacks) + 1 :]], stoppers
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from mlflow.entities import Metric
@@ -43,7 +44,7 @@ from tuner.tracking._mlflow_writer import (
     RunWriter,
 )
 from tuner.tracking._trial_errors import error_text, last_line
-from tuner.views import MlflowLinks, SweepSummary
+from tuner.views import MlflowLinks, SweepSummary, TrialView
 
 
 class TrackingConfig(BaseModel):
@@ -412,13 +413,17 @@ class MLflowTracker(Callback):
 
     # -- the sweep's result -----------------------------------------------------------
 
+    def link_trials(self, trials: Sequence[TrialView]) -> None:
+        """Sets each trial's `mlflow_run_id` to its child run, once its metrics are in."""
+        self.flush()
+        self.start()
+        for view in trials:
+            view.mlflow_run_id = self.find_child(view.trial_id)
+
     def finish(self, summary: SweepSummary) -> MlflowLinks:
         """Logs the sweep's result on the parent run (_mlflow_report.py) and returns
         where it landed (`url` left to the caller, who knows the UI)."""
-        self.flush()
-        self.start()
-        for view in summary.trials:
-            view.mlflow_run_id = self.find_child(view.trial_id)
+        self.link_trials(summary.trials)
         runs = {view.trial_id: view.mlflow_run_id for view in summary.trials}
         for member in summary.pareto:
             member.mlflow_run_id = runs.get(member.trial_id)
