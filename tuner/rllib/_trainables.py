@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from ray.rllib.algorithms.sac import SAC
 from tuner.mlflow_names import LEARNERS_PREFIX
 from tuner.ray_internals import (
     LocalReplayBufferHook,
+    fuse_adam,
+    lean_cpu_steps,
     optimizer_lr_schedules,
     torch_schedulers_own_lr,
 )
@@ -45,6 +48,8 @@ logger = logging.getLogger(__name__)
 
 
 CHECKPOINT_META = "tuner.json"  # env and algorithm of a checkpoint, for `tuner evaluate`
+# "0" in a trial's environment: its CPU Learners keep RLlib's own gradient step (A/B runs)
+LEAN_STEPS_SWITCH = "TUNER_LEAN_STEPS"
 
 
 def _learner_device(config: AlgorithmConfig) -> str:
@@ -164,6 +169,15 @@ class _SweepTrialMixin(LocalReplayBufferHook):
 
     def setup(self, config: Any) -> None:
         super().setup(config)
+        # CPU Learners: the same gradient steps, without their per-tensor overhead
+        self._lean_steps = False
+        group = getattr(self, "learner_group", None)
+        if group is not None and os.environ.get(LEAN_STEPS_SWITCH, "1") != "0":
+            calls = group.foreach_learner(lean_cpu_steps)
+            for call in calls:
+                if not call.ok:
+                    logger.warning("RLlib's own gradient step kept: %r", call.get())
+            self._lean_steps = all(call.ok and call.get() for call in calls)
         # DQN / SAC: the flat replay path where it is the same algorithm (_fast_replay)
         self._flat_replay: _fast_replay.TransitionBuffer | None = None
         self._replay_path = ""
@@ -243,6 +257,10 @@ class _SweepTrialMixin(LocalReplayBufferHook):
         for call in group.foreach_learner(reapply_config_lrs, timestep=int(steps)):
             if not call.ok:
                 raise call.get()
+        if getattr(self, "_lean_steps", False):  # the checkpoint's param_groups replaced ours
+            for call in group.foreach_learner(fuse_adam):
+                if not call.ok:
+                    raise call.get()
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         super().save_checkpoint(checkpoint_dir)

@@ -1,0 +1,104 @@
+"""A CPU Learner's lean gradient step (tuner.ray_internals.lean_cpu_steps): real RLlib
+trials train the same with it as with RLlib's own apply_gradients, and a NaN gradient
+still gets RLlib's handling (zeroed, the step taken)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tuner.rllib._config import trainable_for
+from tuner.spec import parse_spec
+from tuner.sweep._tuner import trial_params
+
+pytestmark = pytest.mark.integration
+
+SPECS = {
+    "SAC": {
+        "env": "Pendulum-v1",
+        "config": {
+            "train_batch_size_per_learner": 16,
+            "num_steps_sampled_before_learning_starts": 32,
+            "min_sample_timesteps_per_iteration": 64,
+            "min_time_s_per_iteration": 0,
+        },
+    },
+    "PPO": {
+        "env": "CartPole-v1",
+        "config": {"train_batch_size_per_learner": 128, "minibatch_size": 32, "num_epochs": 2},
+    },
+}
+
+
+def _trial(algorithm: str):
+    spec = parse_spec(
+        {
+            "name": f"lean-{algorithm}",
+            "algorithm": algorithm,
+            **SPECS[algorithm],
+            "model": {"fcnet_hiddens": [16]},
+            "resources": {"num_envs_per_env_runner": 1},
+        }
+    )
+    return trainable_for(spec)(config={**trial_params(spec), "seed": 3})
+
+
+def _flat(weights) -> np.ndarray:
+    """Every array of a (nested) weights dict, in key order, as one vector."""
+    if isinstance(weights, dict):
+        return np.concatenate([_flat(weights[k]) for k in sorted(weights)])
+    return np.asarray(weights, dtype=np.float64).ravel()
+
+
+def _own_step(learner) -> bool:
+    return "apply_gradients" in vars(learner)  # the lean step, set on the instance
+
+
+@pytest.mark.parametrize("algorithm", ["SAC", "PPO"])
+def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
+    start, end, lean = {}, {}, {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv("TUNER_LEAN_STEPS", switch)
+        algo = _trial(algorithm)
+        try:
+            start[switch] = _flat(algo.learner_group.get_weights())
+            for _ in range(2):
+                result = algo.train()
+            (installed,) = [c.get() for c in algo.learner_group.foreach_learner(_own_step)]
+            lean[switch] = (algo._lean_steps, installed)
+            end[switch] = _flat(algo.learner_group.get_weights())
+        finally:
+            algo.stop()
+        assert result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"] > 0
+    assert lean == {"1": (True, True), "0": (False, False)}
+    np.testing.assert_array_equal(start["1"], start["0"])  # the same seeded start
+    assert not np.allclose(end["1"], start["1"])  # it trained
+    # the same updates: torch's fused Adam rounds a little differently, nothing more
+    np.testing.assert_allclose(end["1"], end["0"], rtol=1e-4, atol=1e-6)
+
+
+def _nan_step(learner) -> tuple[bool, bool, bool]:
+    """One gradient step with a NaN gradient on the module's first parameter."""
+    import torch
+
+    params = learner.get_parameters(learner.module["default_policy"])
+    grads = {learner.get_param_ref(p): torch.ones_like(p) for p in params}
+    grads[learner.get_param_ref(params[0])] = torch.full_like(params[0], float("nan"))
+    before = [p.detach().clone() for p in params]
+    learner.apply_gradients(grads)
+    moved = any(not torch.equal(b, p) for b, p in zip(before, params, strict=True))
+    finite = all(bool(torch.isfinite(p).all()) for p in params)
+    return moved, finite, bool((params[0].grad == 0).all())
+
+
+def test_a_nan_gradient_gets_rllibs_handling(ray_local, monkeypatch):
+    monkeypatch.setenv("TUNER_LEAN_STEPS", "1")
+    algo = _trial("PPO")
+    try:
+        assert algo._lean_steps
+        (call,) = algo.learner_group.foreach_learner(_nan_step)
+        moved, finite, zeroed = call.get()
+    finally:
+        algo.stop()
+    # RLlib's own apply_gradients ran: the NaN gradient was set to zero, the step taken
+    assert moved and finite and zeroed
