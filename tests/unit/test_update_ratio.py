@@ -215,15 +215,15 @@ def test_the_default_spaces_sampled_intensity_is_the_ratio_the_trial_runs(flat, 
     monkeypatch.setenv("TUNER_FAST_REPLAY", flat)
     spec = spec_of("DQN", stop={"timesteps_total": 50_000})
     space = resolve_space(spec)
-    assert set(space["training_intensity"].args) == {16, 32}  # at most the smallest batch
+    assert set(space["training_intensity"].args) == {32}  # at most the smallest batch
     assert flat_defaults_apply(spec) == (flat == "1")
-    # every pair leaves one update per 8 env steps or more, and at most 1 per env step
+    # every pair leaves one update per 4 env steps or more, and at most 1 per env step
     updates = {
         i / b
         for i in space["training_intensity"].args
         for b in space["train_batch_size_per_learner"].args
     }
-    assert min(updates) == 1 / 8 and max(updates) == 1
+    assert min(updates) == 1 / 4 and max(updates) == 1
     for intensity, batch in itertools.product(
         space["training_intensity"].args, space["train_batch_size_per_learner"].args
     ):
