@@ -155,6 +155,13 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
     ),
     PrivateName(
         "ray.rllib.core.learner.torch.torch_learner:TorchLearner",
+        "_get_clip_function",
+        "attribute",
+        "the clip RLlib's postprocess_gradients calls, replaced on a CPU Learner by one that "
+        "takes the global norm at once and keeps it for the finite check (lean_cpu_steps)",
+    ),
+    PrivateName(
+        "ray.rllib.core.learner.torch.torch_learner:TorchLearner",
         "_grad_scalers",
         "attribute",
         "a Learner with torch grad scalers (mixed precision) keeps RLlib's own step",
@@ -309,13 +316,12 @@ def optimizer_lr_schedules(learner: Any) -> dict[Any, Any]:
 def lean_cpu_steps(learner: Any) -> bool:
     """Makes a CPU Learner's gradient steps cheaper, the same steps; True if it did.
 
-    RLlib's TorchLearner.apply_gradients tests every gradient for NaN/inf twice, one
-    tensor at a time, and its Adam optimizers step one tensor at a time: on a small
-    network that is a quarter of an update (SAC on Pendulum-v1, docs/benchmarks.md).
-    Here one total norm tells whether every gradient is finite; if one is not, RLlib's
-    own apply_gradients runs (it zeroes them, with its warning). Adam steps with torch's
-    fused kernel (`fused=True`, the same update). Left alone: a Learner on a GPU, with
-    grad scalers or torch LRSchedulers, or RLlib's `torch_skip_nan_gradients`."""
+    RLlib's TorchLearner tests every gradient for NaN/inf twice and clips by global norm
+    one tensor at a time, and its Adams step one tensor at a time: a third of a small
+    network's update (docs/benchmarks.md). Here one total norm (the global-norm clip's,
+    if any) tells whether every gradient is finite; if one is not, RLlib's own clip and
+    step run (they zero it, with a warning). Adam steps fused (the same update). Left
+    alone: a GPU Learner, grad scalers, torch LRSchedulers, `torch_skip_nan_gradients`."""
     import torch
 
     if learner._grad_scalers is not None or learner._lr_scheduler_classes is not None:
@@ -325,20 +331,42 @@ def lean_cpu_steps(learner: Any) -> bool:
     if any(p.device.type != "cpu" for p in learner._params.values()):
         return False
     fuse_adam(learner)
-    rllib_apply = learner.apply_gradients
+    rllib_clip, rllib_apply = learner._get_clip_function(), learner.apply_gradients
+    seen = {"grads": 0, "finite": True}  # what this update's clipping saw
+
+    def clip_gradients(gradients_dict: dict[Any, Any], *, grad_clip: Any, grad_clip_by: str) -> Any:
+        grads = list(gradients_dict.values())
+        if grad_clip_by != "global_norm" or not grads:
+            seen["finite"] = False  # not checked here: apply_gradients checks
+            return rllib_clip(gradients_dict, grad_clip=grad_clip, grad_clip_by=grad_clip_by)
+        seen["grads"] += len(grads)
+        total = torch.nn.utils.get_total_norm(grads)
+        if not bool(torch.isfinite(total)):
+            seen["finite"] = False
+            return rllib_clip(gradients_dict, grad_clip=grad_clip, grad_clip_by=grad_clip_by)
+        # RLlib's coefficient; at 1 (no clipping) its multiply changes nothing
+        coeff = torch.clamp(grad_clip / torch.clamp(total + 1e-6, min=grad_clip), max=1.0)
+        if bool(coeff < 1.0):
+            for grad in grads:
+                grad.detach().mul_(coeff)
+        return total
 
     def apply_gradients(gradients_dict: dict[Any, Any]) -> None:
-        grads = list(gradients_dict.values())
-        total = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros(())
-        if not bool(torch.isfinite(total)):
-            rllib_apply(gradients_dict)
-            return
+        checked = seen["finite"] and seen["grads"] == len(gradients_dict)
+        seen.update(grads=0, finite=True)
+        if not checked:
+            grads = list(gradients_dict.values())
+            total = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros(())
+            if not bool(torch.isfinite(total)):
+                rllib_apply(gradients_dict)
+                return
         for pid, grad in gradients_dict.items():
             learner._params[pid].grad = grad
         for module_id, names in learner._module_optimizers.items():
             for name in names:
                 learner.get_optimizer(module_id, name).step()
 
+    learner._get_clip_function = lambda: clip_gradients
     learner.apply_gradients = apply_gradients
     return True
 

@@ -1,6 +1,6 @@
 """A CPU Learner's lean gradient step (tuner.ray_internals.lean_cpu_steps): real RLlib
-trials train the same with it as with RLlib's own apply_gradients, and a NaN gradient
-still gets RLlib's handling (zeroed, the step taken)."""
+trials train the same with it as with RLlib's own clip and apply_gradients, and a NaN
+gradient still gets RLlib's handling (zeroed, the step taken)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,19 @@ SPECS = {
         "env": "CartPole-v1",
         "config": {"train_batch_size_per_learner": 128, "minibatch_size": 32, "num_epochs": 2},
     },
+    # a clip so small that every update clips (by global norm, RLlib's default way)
+    "DQN": {
+        "env": "CartPole-v1",
+        "config": {
+            "train_batch_size_per_learner": 16,
+            "num_steps_sampled_before_learning_starts": 32,
+            "min_sample_timesteps_per_iteration": 64,
+            "min_time_s_per_iteration": 0,
+            "grad_clip": 0.01,
+        },
+    },
 }
+NORM = "gradients_default_optimizer_global_norm"  # RLlib's metric of the clip's norm
 
 
 def _trial(algorithm: str):
@@ -54,9 +66,9 @@ def _own_step(learner) -> bool:
     return "apply_gradients" in vars(learner)  # the lean step, set on the instance
 
 
-@pytest.mark.parametrize("algorithm", ["SAC", "PPO"])
+@pytest.mark.parametrize("algorithm", ["SAC", "PPO", "DQN"])
 def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
-    start, end, lean = {}, {}, {}
+    start, end, lean, norm = {}, {}, {}, {}
     for switch in ("1", "0"):
         monkeypatch.setenv("TUNER_LEAN_STEPS", switch)
         algo = _trial(algorithm)
@@ -67,6 +79,7 @@ def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
             (installed,) = [c.get() for c in algo.learner_group.foreach_learner(_own_step)]
             lean[switch] = (algo._lean_steps, installed)
             end[switch] = _flat(algo.learner_group.get_weights())
+            norm[switch] = result["learners"]["default_policy"].get(NORM)
         finally:
             algo.stop()
         assert result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"] > 0
@@ -75,28 +88,35 @@ def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
     assert not np.allclose(end["1"], start["1"])  # it trained
     # the same updates: torch's fused Adam rounds a little differently, nothing more
     np.testing.assert_allclose(end["1"], end["0"], rtol=1e-4, atol=1e-6)
+    if algorithm == "DQN":  # the clip's norm, as RLlib logs it
+        assert norm["0"] > 0.01  # so every update clipped
+        assert norm["1"] == pytest.approx(norm["0"], rel=1e-3)
 
 
-def _nan_step(learner) -> tuple[bool, bool, bool]:
-    """One gradient step with a NaN gradient on the module's first parameter."""
+def _nan_step(learner, clip: bool) -> tuple[bool, bool, bool]:
+    """One gradient step with a NaN gradient on the module's first parameter (clipped
+    first, as an update does, if `clip`)."""
     import torch
 
     params = learner.get_parameters(learner.module["default_policy"])
     grads = {learner.get_param_ref(p): torch.ones_like(p) for p in params}
     grads[learner.get_param_ref(params[0])] = torch.full_like(params[0], float("nan"))
     before = [p.detach().clone() for p in params]
+    if clip:
+        grads = learner.postprocess_gradients(grads)
     learner.apply_gradients(grads)
     moved = any(not torch.equal(b, p) for b, p in zip(before, params, strict=True))
     finite = all(bool(torch.isfinite(p).all()) for p in params)
     return moved, finite, bool((params[0].grad == 0).all())
 
 
-def test_a_nan_gradient_gets_rllibs_handling(ray_local, monkeypatch):
+@pytest.mark.parametrize("algorithm", ["PPO", "DQN"])  # DQN: through the global-norm clip
+def test_a_nan_gradient_gets_rllibs_handling(ray_local, monkeypatch, algorithm):
     monkeypatch.setenv("TUNER_LEAN_STEPS", "1")
-    algo = _trial("PPO")
+    algo = _trial(algorithm)
     try:
         assert algo._lean_steps
-        (call,) = algo.learner_group.foreach_learner(_nan_step)
+        (call,) = algo.learner_group.foreach_learner(_nan_step, clip=algorithm == "DQN")
         moved, finite, zeroed = call.get()
     finally:
         algo.stop()
