@@ -45,7 +45,12 @@ mean) and iqm. Per task:
 rl-zoo3's over ours, so >= 1.00 still means ours is at least as good).
 
     .venv/bin/python bench/quality.py [--task cartpole-ppo ...] [--quick]
-        [--trials N] [--steps T] [--seeds 5]
+        [--trials N] [--steps T] [--seeds 5] [--searches 1]
+
+With --searches N each tool's search runs N times, alternating (ours, rl-zoo3, ours,
+...): the wall ratio is then of the two medians, each wall printed; the first pair's best
+configs are the ones confirmed. A search's wall varies with what its sampler draws
+(rl-zoo3's TPE with two threads draws differently each run).
 
 Tasks (trials x env steps per trial): cartpole-ppo (8 x 30k), acrobot-dqn (16 x 100k),
 pendulum-sac (16 x 20k), lunarlander-ppo (16 x 200k; needs box2d, in the bench extra).
@@ -62,6 +67,7 @@ import math
 import os
 import pickle
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -306,6 +312,13 @@ def main(argv: list[str] | None = None) -> int:
         help="rl-zoo3's --num-threads (torch threads; -1: torch's default). Our trials get "
         "1 each from Ray (OMP_NUM_THREADS = the trial's 1 CPU)",
     )
+    parser.add_argument(
+        "--searches",
+        type=int,
+        default=1,
+        help="timed search pairs per tool (ours, rl-zoo3, ours, ...); the wall ratio is of "
+        "the medians, the first pair's best configs are confirmed",
+    )
     parser.add_argument("--timeout", type=float, default=7200, help="per command (s)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
@@ -340,7 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         tmp = Path(tempfile.mkdtemp(prefix=f"bench-quality-{name}-"))
         try:
-            code |= compare(name, task, tmp, trials, steps, seeds, args.zoo_threads, args.timeout)
+            code |= compare(
+                name, task, tmp, trials, steps, seeds, args.zoo_threads, args.timeout, args.searches
+            )
         finally:
             if args.keep:
                 print(f"kept {tmp}")
@@ -358,6 +373,7 @@ def compare(
     seeds: int,
     threads: int,
     timeout: float,
+    searches: int = 1,
 ) -> int:
     # untimed warm-up: both tools' imports once, so neither pays a cold file cache
     for code in ("import tuner.sweep, ray.rllib.algorithms.ppo", "import rl_zoo3.train"):
@@ -378,6 +394,21 @@ def compare(
         return 1
 
     from optuna.trial import TrialState
+
+    # more timed pairs, alternating, in their own folders: each tool's search wall varies
+    # with what its sampler draws; only the first pair's picks are confirmed below
+    walls = {"ours": [ours_wall], "zoo": [zoo_wall]}
+    for i in range(2, searches + 1):
+        rep = tmp / f"pair{i}"
+        rep.mkdir()
+        more, wall = tuner_run(rep, "search", search_spec(task, trials, steps), timeout)
+        walls["ours"].append(wall)
+        value = (more.get("best") or {}).get("metric_value")
+        print(f"      pair {i}: ours {wall:.1f} s (best {fmt(value)})", flush=True)
+        more_study, wall = zoo_search(rep, task, trials, steps, threads, timeout)
+        walls["zoo"].append(wall)
+        best = more_study.best_value if more_study is not None else None
+        print(f"      pair {i}: rl-zoo3 {wall:.1f} s (best {fmt(best)})", flush=True)
 
     if not [t for t in study.trials if t.state == TrialState.COMPLETE]:
         print(f"RESULT quality.{name}=failed (rl-zoo3 finished no trial)")
@@ -471,8 +502,13 @@ def compare(
             return float("nan")
         return a / b if b > 0 else b / a
 
+    ours_wall, zoo_wall = statistics.median(walls["ours"]), statistics.median(walls["zoo"])
     wall_ratio = ours_wall / zoo_wall
-    print(f"\nwall: ours {ours_wall:.1f} s / rl-zoo3 {zoo_wall:.1f} s = {wall_ratio:.2f}")
+    if searches > 1:
+        for tool, label in (("ours", "ours"), ("zoo", "rl-zoo3")):
+            print(f"{label} search walls: " + ", ".join(f"{w:.1f}" for w in walls[tool]) + " s")
+    m = "median " if searches > 1 else ""
+    print(f"\nwall: ours {m}{ours_wall:.1f} s / rl-zoo3 {m}{zoo_wall:.1f} s = {wall_ratio:.2f}")
     print(ratio_line(f"quality.{name}.wall", wall_ratio, "<= 1.00, ours / rl-zoo3"))
     print(
         ratio_line(f"quality.{name}.mean", better_ratio(ours_st["mean"], zoo_st["mean"]), ">= 1.00")
