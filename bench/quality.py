@@ -48,9 +48,10 @@ rl-zoo3's over ours, so >= 1.00 still means ours is at least as good).
         [--trials N] [--steps T] [--seeds 5] [--searches 1]
 
 With --searches N each tool's search runs N times, alternating (ours, rl-zoo3, ours,
-...): the wall ratio is then of the two medians, each wall printed; the first pair's best
-configs are the ones confirmed. A search's wall varies with what its sampler draws
-(rl-zoo3's TPE with two threads draws differently each run).
+...), pair i with seed i - 1 for both: the wall ratio is then of the two medians, each
+wall printed; the first pair's best configs are the ones confirmed. A search's wall
+follows what its sampler draws: ours draws the same configs for the same seed, rl-zoo3's
+TPE with two threads differently on every run.
 
 Tasks (trials x env steps per trial): cartpole-ppo (8 x 30k), acrobot-dqn (16 x 100k),
 pendulum-sac (16 x 20k), lunarlander-ppo (16 x 200k; needs box2d, in the bench extra).
@@ -121,7 +122,7 @@ def fail(what: str, log: Path) -> None:
 EVAL_METRIC = "evaluation/env_runners/episode_return_mean"
 
 
-def search_spec(task: Task, trials: int, steps: int) -> dict[str, Any]:
+def search_spec(task: Task, trials: int, steps: int, seed: int = SEED) -> dict[str, Any]:
     """Our search as a user runs it: the default space, optuna, our default scheduler,
     each trial ranked by its final deterministic evaluation."""
     return {
@@ -135,7 +136,7 @@ def search_spec(task: Task, trials: int, steps: int) -> dict[str, Any]:
         "stop": {"timesteps_total": steps},
         "resources": {"num_env_runners": 0},
         "max_concurrent_trials": 2,
-        "seed": SEED,
+        "seed": seed,
     }
 
 
@@ -185,7 +186,9 @@ def tuner_run(tmp: Path, name: str, spec: dict[str, Any], timeout: float) -> tup
 # -- rl-zoo3 ------------------------------------------------------------------------
 
 
-def zoo_command(tmp: Path, task: Task, trials: int, steps: int, threads: int) -> list[str]:
+def zoo_command(
+    tmp: Path, task: Task, trials: int, steps: int, threads: int, seed: int = SEED
+) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -206,7 +209,7 @@ def zoo_command(tmp: Path, task: Task, trials: int, steps: int, threads: int) ->
         "--pruner",
         "median",
         "--seed",
-        str(SEED),
+        str(seed),
         "--log-folder",
         str(tmp / "zoo"),
         "--no-optim-plots",
@@ -216,11 +219,12 @@ def zoo_command(tmp: Path, task: Task, trials: int, steps: int, threads: int) ->
 
 
 def zoo_search(
-    tmp: Path, task: Task, trials: int, steps: int, threads: int, timeout: float
+    tmp: Path, task: Task, trials: int, steps: int, threads: int, timeout: float, seed: int = SEED
 ) -> tuple[Any, float]:
     """rl-zoo3's --optimize in a fresh process: (its optuna study, wall seconds)."""
     log = tmp / "zoo-search.log"
-    rc, wall = run_timed(zoo_command(tmp, task, trials, steps, threads), child_env(), log, timeout)
+    cmd = zoo_command(tmp, task, trials, steps, threads, seed)
+    rc, wall = run_timed(cmd, child_env(), log, timeout)
     reports = sorted((tmp / "zoo" / task.zoo).glob("report_*.pkl"))
     if rc != 0 or not reports:
         fail(f"rl_zoo3.train --optimize (exit code {rc})", log)
@@ -395,20 +399,21 @@ def compare(
 
     from optuna.trial import TrialState
 
-    # more timed pairs, alternating, in their own folders: each tool's search wall varies
-    # with what its sampler draws; only the first pair's picks are confirmed below
+    # more timed pairs, alternating, in their own folders, pair i with seed SEED + i - 1
+    # for both tools: a search's wall follows what its sampler draws (ours draws the same
+    # configs for the same seed); only the first pair's picks are confirmed below
     walls = {"ours": [ours_wall], "zoo": [zoo_wall]}
     for i in range(2, searches + 1):
-        rep = tmp / f"pair{i}"
+        rep, seed = tmp / f"pair{i}", SEED + i - 1
         rep.mkdir()
-        more, wall = tuner_run(rep, "search", search_spec(task, trials, steps), timeout)
+        more, wall = tuner_run(rep, "search", search_spec(task, trials, steps, seed), timeout)
         walls["ours"].append(wall)
         value = (more.get("best") or {}).get("metric_value")
-        print(f"      pair {i}: ours {wall:.1f} s (best {fmt(value)})", flush=True)
-        more_study, wall = zoo_search(rep, task, trials, steps, threads, timeout)
+        print(f"      pair {i}, seed {seed}: ours {wall:.1f} s (best {fmt(value)})", flush=True)
+        more_study, wall = zoo_search(rep, task, trials, steps, threads, timeout, seed)
         walls["zoo"].append(wall)
         best = more_study.best_value if more_study is not None else None
-        print(f"      pair {i}: rl-zoo3 {wall:.1f} s (best {fmt(best)})", flush=True)
+        print(f"      pair {i}, seed {seed}: rl-zoo3 {wall:.1f} s (best {fmt(best)})", flush=True)
 
     if not [t for t in study.trials if t.state == TrialState.COMPLETE]:
         print(f"RESULT quality.{name}=failed (rl-zoo3 finished no trial)")
