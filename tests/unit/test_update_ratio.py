@@ -275,17 +275,17 @@ def ppo_as_run(spec, overrides: dict | None = None) -> Any:
         (2048, 0, PPO_ENVS),  # SB3's PPO batch: 8 envs of 256 steps
         (4000, 0, PPO_ENVS),  # RLlib's default batch
         (4096, 1, PPO_ENVS),
-        (1000, 0, 3),  # fewer envs, each sampling 256+ steps of a batch
-        (4096, 3, 5),
-        (511, 0, 1),  # a small batch stays on one env
-        (64, 0, 1),
-        (2048, 3, 2),
+        (256, 0, PPO_ENVS),  # rl-zoo3's CartPole rollout: 8 envs of 32 steps
+        (200, 0, 6),  # fewer envs, each sampling 32+ steps of a batch
+        (256, 3, 2),
+        (63, 0, 1),  # a tiny batch stays on one env
+        (32, 0, 1),
     ],
 )
 def test_ppo_vectorised_defaults_keep_the_specs_batch_minibatch_and_epochs(batch, runners, envs):
     """An on-policy update is num_epochs passes over one train batch in minibatches: all
     three stay the spec's; only how the batch is sampled changes (up to 8 envs side by
-    side, each sampling at least 256 steps of a batch; RLlib's fragment the batch over
+    side, each sampling at least 32 steps of a batch; RLlib's fragment the batch over
     the envs), and one sample round still fills it."""
     assert PPO_ENVS > 1
     config = {"train_batch_size_per_learner": batch, "minibatch_size": 32, "num_epochs": 3}
@@ -305,10 +305,11 @@ def test_ppo_vectorised_defaults_keep_the_specs_batch_minibatch_and_epochs(batch
 
 
 def test_a_ppo_trial_takes_the_env_count_of_its_own_sampled_batch():
-    space = {"train_batch_size_per_learner": {"choice": [128, 4096]}}
+    space = {"train_batch_size_per_learner": {"choice": [48, 128, 4096]}}
     spec = spec_of("PPO", search={"method": "random", "space": space})
     assert vector_defaults_apply(spec)
-    assert ppo_as_run(spec, {"_train_batch_size_per_learner": 128}).num_envs_per_env_runner == 1
+    assert ppo_as_run(spec, {"_train_batch_size_per_learner": 48}).num_envs_per_env_runner == 1
+    assert ppo_as_run(spec, {"_train_batch_size_per_learner": 128}).num_envs_per_env_runner == 4
     big = ppo_as_run(spec, {"_train_batch_size_per_learner": 4096})
     assert big.num_envs_per_env_runner == PPO_ENVS
     assert big.total_train_batch_size == 4096
@@ -396,9 +397,9 @@ def test_ppos_env_count_is_reported_and_pasted_reruns_it():
     assert (config, resources) == ({}, {"num_envs_per_env_runner": PPO_ENVS})
     assert ppo_as_run(paste(spec, config, resources)).num_envs_per_env_runner == PPO_ENVS
     # a sampled batch's own env count, as its trial ran it
-    space = {"train_batch_size_per_learner": {"choice": [1024, 4096]}}
+    space = {"train_batch_size_per_learner": {"choice": [128, 4096]}}
     spec = spec_of("PPO", search={"method": "random", "space": space})
-    params = {**trial_params(spec), "_train_batch_size_per_learner": 1024}
+    params = {**trial_params(spec), "_train_batch_size_per_learner": 128}
     assert derived_settings(params, spec) == ({}, {"num_envs_per_env_runner": 4})
 
 

@@ -28,7 +28,7 @@ class AlgorithmInfo(BaseModel):
         default_factory=dict,
         description="Settings that make small trials fast without changing the update ratio "
         "or the batch (the spec's `config` wins); `num_envs_per_env_runner` (PPO: the most, each "
-        "env sampling 256+ steps of a batch) applies where the spec sets no env count, "
+        "env sampling 32+ steps of a batch) applies where the spec sets no env count, "
         "fragment or batch_mode and runs one agent on a flat gymnasium env.",
     )
     flat_replay_defaults: dict[str, Any] = Field(

@@ -28,7 +28,9 @@ from tuner.rllib._trial_config import (
 )
 from tuner.spec import ExperimentSpec
 
-MIN_STEPS_PER_ENV = 256
+# rl-zoo3's smallest n_steps (its sampler's 2^5), the per-env rollout of its tuned
+# CartPole PPO (8 envs x 32 steps): shorter runs are cut and bootstrapped, as SB3's are.
+MIN_STEPS_PER_ENV = 32
 
 
 _RATIO_KEYS = ("rollout_fragment_length", "training_intensity")
@@ -64,9 +66,8 @@ def most_vector_envs(spec: ExperimentSpec) -> int:
 
 def envs_for_batch(total_batch: int, runners: int, most: int) -> int:
     """The env count of a vectorised default for a train batch: up to `most`, fewer so
-    that each env samples at least MIN_STEPS_PER_ENV steps of every batch (2,048 over no
-    remote env runners: 8; 1,000: 3; under 512: 1, so that a small batch's episodes end
-    within its iteration as they do on one env)."""
+    that each env samples at least MIN_STEPS_PER_ENV steps of every batch (over no
+    remote env runners: 256 or more: 8; 128: 4; under 64: 1)."""
     per_env = MIN_STEPS_PER_ENV * max(int(runners), 1)
     return max(1, min(int(most), int(total_batch) // per_env))
 

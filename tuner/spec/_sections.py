@@ -288,7 +288,7 @@ class ResourcesSpec(_Model):
         le=1024,
         description="Vectorized envs per env runner. Unset: 1, or the algorithm's "
         "performance default where the spec leaves the trials' sampling to it (PPO: up to "
-        "8, each env sampling 256+ steps of a batch, the same train batch, minibatches and "
+        "8, each env sampling 32+ steps of a batch, the same train batch, minibatches and "
         "epochs; DQN on the flat replay path: 8, the update ratio held); evaluation keeps 1.",
     )
     num_cpus_per_env_runner: float = Field(1, gt=0, description="CPUs per env runner.")
