@@ -214,6 +214,19 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
         "as _local_tuner: where the restored RunConfig's callbacks live",
     ),
     PrivateName(
+        "ray.tune.trainable.trainable:Trainable",
+        "_trial_info",
+        "attribute",
+        "a reused actor's next trial (reuse_actors) is built by Trainable.__init__ again, "
+        "which takes the trial's info only from its config, where Tune's reset removed it",
+    ),
+    PrivateName(
+        "ray.tune.trainable.trainable:Trainable",
+        "_storage",
+        "attribute",
+        "as _trial_info: the next trial's storage, which Tune's reset sets only here",
+    ),
+    PrivateName(
         "ray.tune.result_grid:ResultGrid",
         "_experiment_analysis",
         "attribute",
@@ -234,6 +247,19 @@ TRAINING_STEP_SOURCE = "09ec62b710932ad18e0fda0308c568560a33155fd61d9288d379bce2
 def no_prestarted_workers() -> dict[str, Any]:
     """ray.init keywords for a local Ray that starts no idle worker ahead of its driver."""
     return {"_system_config": {"prestart_worker_first_driver": False}}
+
+
+def rebuild_in_place(trainable: Any, new_config: dict[str, Any]) -> None:
+    """Builds a Tune Trainable again, in its own actor, for the next trial (Tune's
+    reuse_actors; called from reset_config, after Tune's reset has set the trial's info,
+    storage and log dir): cleanup, then __init__ with the new config exactly as a fresh
+    actor runs it. Tune's reset zeroes the counters after. Log files (RunConfig's
+    log_to_file, which tuner never sets) would not be carried over."""
+    from ray.tune.result import TRIAL_INFO
+
+    info, storage = trainable._trial_info, trainable._storage
+    trainable.cleanup()
+    trainable.__init__(config={**new_config, TRIAL_INFO: info}, storage=storage)
 
 
 # --- AlgorithmConfig.to_dict() keys ------------------------------------------------------
@@ -450,6 +476,7 @@ __all__ = [
     "no_prestarted_workers",
     "optimizer_lr_schedules",
     "pb2_bounded_keys",
+    "rebuild_in_place",
     "result_grid_trials",
     "sample_env_runners",
     "set_restored_callbacks",

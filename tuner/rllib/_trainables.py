@@ -28,6 +28,7 @@ from tuner.ray_internals import (
     fuse_adam,
     lean_cpu_steps,
     optimizer_lr_schedules,
+    rebuild_in_place,
     torch_schedulers_own_lr,
 )
 from tuner.rllib import _fast_replay
@@ -142,6 +143,14 @@ class _SweepTrialMixin(LocalReplayBufferHook):
         if isinstance(config, dict) and CODE_KEY in config:
             config = with_user_code(config)
         return super().default_resource_request(config)
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        """Tune's reuse_actors: this actor runs the next trial. RLlib's Algorithm has no
+        reset of its own, so the algorithm is built again in place from `new_config` as
+        a fresh actor builds it (its learners and env runners stopped first); the
+        process's start and imports, seconds per trial, are what it saves."""
+        rebuild_in_place(self, new_config)
+        return True
 
     def tuner_replay_buffer(self, config: Any, rllib_default: Callable[[Any], Any]) -> Any:
         """RLlib's, for a replay buffer `type` given as a class as well (a spec's import

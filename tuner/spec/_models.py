@@ -174,6 +174,14 @@ class ExperimentSpec(_Model):
     max_concurrent_trials: int | None = Field(
         None, ge=1, description="Trials running at once (default: as many as fit)."
     )
+    reuse_actors: bool = Field(
+        True,
+        description="A trial's Ray actor runs the sweep's next trial on the same resources "
+        "(Tune's reuse_actors): the RLlib algorithm is built again in place, as a fresh "
+        "actor builds it, saving a process start and its imports (seconds per trial). "
+        "false: a fresh process per trial (for callbacks that keep state in their module). "
+        "A spec's own training loop always gets fresh actors.",
+    )
     max_failures: int = Field(
         2,
         ge=0,

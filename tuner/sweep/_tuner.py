@@ -183,6 +183,13 @@ def confirm_param_space(spec: ExperimentSpec, runs: list[dict[str, Any]]) -> dic
     return params
 
 
+def reuses_actors(spec: ExperimentSpec) -> bool:
+    """Whether a trial's actor runs the sweep's next trial on the same resources (Tune's
+    reuse_actors): the RLlib trainables build themselves again in place (reset_config)
+    unless the spec says `reuse_actors: false`; a spec's own loop gets fresh actors."""
+    return spec.reuse_actors and not spec.custom_algorithm
+
+
 def build_tuner(
     spec: ExperimentSpec,
     space: dict[str, Domain],
@@ -222,13 +229,14 @@ def build_tuner(
         failure_config=FailureConfig(max_failures=spec.max_failures, fail_fast=False),
         verbose=0,
     )
+    reuse = reuses_actors(spec)
     if confirming:
         tune_config = tune.TuneConfig(
             metric=spec.metric,
             mode=spec.mode,
             num_samples=1,
             search_alg=BasicVariantGenerator(max_concurrent=spec.max_concurrent_trials or 0),
-            reuse_actors=False,
+            reuse_actors=reuse,
         )
         params = confirm_param_space(spec, confirm_runs)
     else:
@@ -243,7 +251,7 @@ def build_tuner(
             if spec.search.method == "optuna"
             else None,
             time_budget_s=spec.stop.time_budget_s,
-            reuse_actors=False,
+            reuse_actors=reuse,
         )
     return tune.Tuner(
         _with_resources(spec),
