@@ -67,7 +67,10 @@ def test_sweep_end_to_end(server):
         nodes = c.get("/cluster").json()["nodes"]
         for t in trials:
             assert t["node_id"] in {n["node_id"] for n in nodes}  # ran on a node listed there
-            assert t["iterations"] == 2 and t["env_steps"] == 256 and t["mlflow_run_id"]
+            # 2 batches of 128 on 4 vectorised envs: a sub-env that resets in a vector step
+            # samples nothing, so a round may take up to 3 steps more
+            assert t["iterations"] == 2 and 256 <= t["env_steps"] <= 256 + 2 * 3
+            assert t["mlflow_run_id"]
             assert t["node_ip"] and t["device"] == "cpu" and t["seed"] in (0, 1)
             points = c.get(f"/experiments/{exp_id}/trials/{t['trial_id']}/metrics").json()
             assert [p["iteration"] for p in points["points"]] == [1, 2]

@@ -27,8 +27,9 @@ def browser():
 def test_trial_table_updates_without_reload(server, browser):
     spec = tiny("browser", iterations=6)
     spec["config"]["min_time_s_per_iteration"] = 1
-    # a batch of 512: PPO's vectorised default gives its trials 2 envs, shown with the best
-    spec["config"]["train_batch_size_per_learner"] = 512
+    # a batch of 128: PPO's vectorised default gives its trials 4 envs (of 32+ steps
+    # each), shown with the best
+    spec["config"]["train_batch_size_per_learner"] = 128
     with server.client() as c:
         exp_id = c.post("/experiments", json=spec).json()["id"]
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -65,7 +66,7 @@ def test_trial_table_updates_without_reload(server, browser):
             timeout=30_000,
         )
         assert "lr" in page.locator("#best-config").inner_text()
-        assert page.locator("#best-resources").inner_text() == "num_envs_per_env_runner: 2"
+        assert page.locator("#best-resources").inner_text() == "num_envs_per_env_runner: 4"
         page.wait_for_selector("#curves .plot-container", timeout=30_000)
         # two trials are too few to rank hyperparameters: the importance panel says so
         page.wait_for_selector("#importance-note:not([hidden])", timeout=30_000)
