@@ -11,6 +11,7 @@ Ray is imported lazily: the functions here run in processes that have Ray alread
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,16 +250,20 @@ def no_prestarted_workers() -> dict[str, Any]:
     return {"_system_config": {"prestart_worker_first_driver": False}}
 
 
-def rebuild_in_place(trainable: Any, new_config: dict[str, Any]) -> None:
+def rebuild_in_place(
+    trainable: Any, new_config: dict[str, Any], before_build: Callable[[], None]
+) -> None:
     """Builds a Tune Trainable again, in its own actor, for the next trial (Tune's
     reuse_actors; called from reset_config, after Tune's reset has set the trial's info,
-    storage and log dir): cleanup, then __init__ with the new config exactly as a fresh
-    actor runs it. Tune's reset zeroes the counters after. Log files (RunConfig's
-    log_to_file, which tuner never sets) would not be carried over."""
+    storage and log dir): stop (the algorithm's cleanup, the system-usage monitor thread
+    that __init__ starts anew, the log files), then __init__ with the new config exactly
+    as a fresh actor runs it. Tune's reset zeroes the counters after. Log files
+    (RunConfig's log_to_file, which tuner never sets) would not be carried over."""
     from ray.tune.result import TRIAL_INFO
 
     info, storage = trainable._trial_info, trainable._storage
-    trainable.cleanup()
+    trainable.stop()
+    before_build()
     trainable.__init__(config={**new_config, TRIAL_INFO: info}, storage=storage)
 
 

@@ -75,3 +75,40 @@ def test_a_reused_actor_trains_its_next_trial_as_a_fresh_one(ray_local, tmp_path
     for column in (STEPS, RETURN, loss):
         assert list(again[column]) == pytest.approx(list(first[column]), nan_ok=True), column
     assert list(frames[1][loss]) != pytest.approx(list(first[loss]))
+
+
+def test_a_reset_stops_the_old_algorithm_and_its_monitor_thread(ray_local):
+    """What a reused actor must not keep: the old Learner (freed before the new one is
+    built) and Trainable's system-usage monitor thread (one, not one per trial)."""
+    import threading
+    import weakref
+
+    from ray.tune.utils.util import UtilMonitor
+
+    from tuner.rllib._config import trainable_for
+    from tuner.rllib._trainables import optimizer_lrs
+    from tuner.sweep._tuner import trial_params
+
+    spec = parse_spec(
+        {
+            "name": "reset",
+            "algorithm": "PPO",
+            **SPECS["PPO"],
+            "model": {"fcnet_hiddens": [16]},
+            "resources": {"num_env_runners": 0},
+        }
+    )
+    algo = trainable_for(spec)(config={**trial_params(spec), "seed": 3})
+    try:
+        algo.train()
+        for lr in (1.0e-3, 3.0e-4):
+            (old,) = [c.get() for c in algo.learner_group.foreach_learner(weakref.ref)]
+            assert algo.reset_config({**trial_params(spec), "seed": 3, "lr": lr})
+            assert old() is None  # the old Learner (model, optimizer) is gone
+            algo.train()
+            (lrs,) = [c.get() for c in algo.learner_group.foreach_learner(optimizer_lrs)]
+            assert list(lrs.values()) == [pytest.approx(lr)]
+        monitors = [t for t in threading.enumerate() if isinstance(t, UtilMonitor)]
+        assert len([t for t in monitors if t.is_alive()]) <= 1
+    finally:
+        algo.stop()

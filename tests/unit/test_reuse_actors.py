@@ -30,6 +30,16 @@ def test_an_own_training_loop_always_gets_fresh_actors():
     assert own.custom_algorithm and not reuses_actors(own)
 
 
+@pytest.mark.parametrize("algorithm", ["APPO", "IMPALA"])
+def test_appo_and_impala_with_a_gpu_learner_in_the_trial_get_fresh_actors(algorithm):
+    """RLlib's IMPALA Learner leaves its GPU loader threads running at shutdown."""
+    gpu = {"num_gpus_per_learner": 0.5}
+    assert not reuses_actors(_spec(algorithm=algorithm, resources=gpu))
+    assert reuses_actors(_spec(algorithm=algorithm))
+    assert reuses_actors(_spec(algorithm=algorithm, resources={**gpu, "num_learners": 1}))
+    assert reuses_actors(_spec(resources=gpu))  # PPO's Learner has no such threads
+
+
 @pytest.mark.parametrize("name", sorted(TRAINABLES))
 def test_every_rllib_trainable_resets_in_place(name):
     """Tune reuses an actor only where reset_config returns True; Trainable's returns

@@ -148,9 +148,28 @@ class _SweepTrialMixin(LocalReplayBufferHook):
         """Tune's reuse_actors: this actor runs the next trial. RLlib's Algorithm has no
         reset of its own, so the algorithm is built again in place from `new_config` as
         a fresh actor builds it (its learners and env runners stopped first); the
-        process's start and imports, seconds per trial, are what it saves."""
-        rebuild_in_place(self, new_config)
+        process's start and imports, seconds per trial, are what it saves. The old
+        algorithm's memory is freed before the new one is built (a GPU's cached blocks
+        too, which a process exit used to give back to the trials sharing it)."""
+        rebuild_in_place(self, new_config, before_build=self._release_stopped)
         return True
+
+    def _release_stopped(self) -> None:
+        """Frees the stopped algorithm now, not once the new one is built: its parts
+        (which __init__ replaces only then) let go, the cycles they hold collected, and
+        where CUDA is in use the blocks torch's allocator cached."""
+        self.learner_group = None
+        self.env_runner_group = None
+        self.eval_env_runner_group = None
+        self.local_replay_buffer = None
+        self._flat_replay = None
+        import gc
+
+        gc.collect()
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
 
     def tuner_replay_buffer(self, config: Any, rllib_default: Callable[[Any], Any]) -> Any:
         """RLlib's, for a replay buffer `type` given as a class as well (a spec's import

@@ -180,7 +180,8 @@ class ExperimentSpec(_Model):
         "(Tune's reuse_actors): the RLlib algorithm is built again in place, as a fresh "
         "actor builds it, saving a process start and its imports (seconds per trial). "
         "false: a fresh process per trial (for callbacks that keep state in their module). "
-        "A spec's own training loop always gets fresh actors.",
+        "A spec's own training loop always gets fresh actors, and so does APPO / IMPALA "
+        "with a GPU Learner in the trial's process (num_learners: 0).",
     )
     max_failures: int = Field(
         2,

@@ -186,8 +186,14 @@ def confirm_param_space(spec: ExperimentSpec, runs: list[dict[str, Any]]) -> dic
 def reuses_actors(spec: ExperimentSpec) -> bool:
     """Whether a trial's actor runs the sweep's next trial on the same resources (Tune's
     reuse_actors): the RLlib trainables build themselves again in place (reset_config)
-    unless the spec says `reuse_actors: false`; a spec's own loop gets fresh actors."""
-    return spec.reuse_actors and not spec.custom_algorithm
+    unless the spec says `reuse_actors: false`; a spec's own loop gets fresh actors, and
+    so does APPO / IMPALA with a GPU Learner in the trial's own process (RLlib 2.60's
+    Learner shutdown leaves its GPU loader threads running, with batches on the GPU)."""
+    if not spec.reuse_actors or spec.custom_algorithm:
+        return False
+    r = spec.resources
+    gpu_loaders = r.num_gpus_per_learner > 0 and r.num_learners == 0
+    return not (gpu_loaders and spec.base_algorithm in ("APPO", "IMPALA"))
 
 
 def build_tuner(
