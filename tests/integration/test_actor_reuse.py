@@ -32,8 +32,13 @@ RETURN = "env_runners/episode_return_mean"
 STEPS = "env_runners/num_env_steps_sampled_lifetime"
 
 
-@pytest.mark.parametrize("algorithm", ["PPO", "DQN"])
-def test_a_reused_actor_trains_its_next_trial_as_a_fresh_one(ray_local, tmp_path, algorithm):
+@pytest.mark.parametrize(
+    "algorithm, runners",
+    [("PPO", 0), ("DQN", 0), ("PPO", 1)],  # 1: an env runner actor, stopped and made again
+)
+def test_a_reused_actor_trains_its_next_trial_as_a_fresh_one(
+    ray_local, tmp_path, algorithm, runners
+):
     spec = parse_spec(
         {
             "name": f"reuse-{algorithm}",
@@ -41,7 +46,7 @@ def test_a_reused_actor_trains_its_next_trial_as_a_fresh_one(ray_local, tmp_path
             **SPECS[algorithm],
             "model": {"fcnet_hiddens": [16]},
             "stop": {"training_iteration": 3},
-            "resources": {"num_env_runners": 0},
+            "resources": {"num_env_runners": runners},
             "max_concurrent_trials": 1,
         }
     )
