@@ -8,8 +8,10 @@ Prints env steps/s of each and their ratio (ours / RLlib's): DQN on CartPole-v1 
 its defaults in force (on the flat replay path its flat_replay_defaults: 8 vectorised
 envs x 4 steps a round), against RLlib's `auto` (1 step of 1 env); PPO on CartPole-v1
 at stable-baselines3's settings (batch 2048, minibatch 64, 10 epochs) with its default
-of 8 vectorised envs against 1 env (one iteration each); SAC on Pendulum-v1 has no
-default, so both of its arms run RLlib's own settings (a control: ~1.0).
+of 8 vectorised envs against 1 env (one iteration each), and at rl-zoo3's tuned CartPole
+rollout (PPO-256: batch 256, 8 envs of 32 steps against 1 env, 8 iterations each); SAC
+on Pendulum-v1 has no default, so both of its arms run RLlib's own settings (a control:
+~1.0).
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ CASES = {
         "env": "CartPole-v1",
         "config": {"train_batch_size_per_learner": 2048, "minibatch_size": 64, "num_epochs": 10},
     },
+    # the smallest rollout of PPO's default space: 8 envs of 32 steps (rl-zoo3's tuned
+    # CartPole layout), timed over 8 iterations (2,048 env steps, as the row above)
+    "PPO-256": {
+        "env": "CartPole-v1",
+        "config": {"train_batch_size_per_learner": 256, "minibatch_size": 64, "num_epochs": 10},
+        "iterations": 8,
+    },
     "SAC": {
         "env": "Pendulum-v1",
         "config": {
@@ -53,6 +62,7 @@ def one_trial(algorithm: str, steps: int, rllib_own: bool) -> dict[str, Any]:
     from tuner.sweep._tuner import trial_params
 
     case = CASES[algorithm]
+    algorithm = algorithm.split("-")[0]
     config = {**case["config"]}
     resources: dict[str, Any] = {}
     if algorithm == "PPO":  # its default is the env count: RLlib's own is 1 env
@@ -74,17 +84,19 @@ def one_trial(algorithm: str, steps: int, rllib_own: bool) -> dict[str, Any]:
     algo = trainable_for(spec)(config={**trial_params(spec), "seed": 0})
     try:
         algo.train()  # warm-up iteration (module build, first compile of the update)
+        # rows that went through a gradient step; RLlib's PPO adds the whole batch's env
+        # steps to num_env_steps_trained once per minibatch, so PPO reads the module's row
+        # count (its epochs over the batch and one bootstrap row per episode chunk)
+        key = "num_module_steps_trained" if algorithm == "PPO" else "num_env_steps_trained"
+        sampled = trained = 0
         t0 = time.perf_counter()
-        result = algo.train()
+        for _ in range(case.get("iterations", 1)):
+            result = algo.train()
+            sampled += result["env_runners"]["num_env_steps_sampled"]
+            trained += result["learners"]["__all_modules__"][key]
         elapsed = time.perf_counter() - t0
     finally:
         algo.stop()
-    sampled = result["env_runners"]["num_env_steps_sampled"]
-    # rows that went through a gradient step; RLlib's PPO adds the whole batch's env steps
-    # to num_env_steps_trained once per minibatch, so PPO reads the module's row count
-    # (its epochs over the batch and one bootstrap row per episode chunk)
-    key = "num_module_steps_trained" if algorithm == "PPO" else "num_env_steps_trained"
-    trained = result["learners"]["__all_modules__"][key]
     return {"steps_per_s": sampled / elapsed, "ratio": trained / sampled}
 
 
@@ -98,7 +110,7 @@ def main() -> None:
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     # PPO samples one train batch an iteration, whatever `steps` says
     steps = {"DQN": 256, "SAC": 128} if args.quick else {"DQN": 1024, "SAC": 512}
-    steps["PPO"] = 0
+    steps["PPO"] = steps["PPO-256"] = 0
     repeats = 1 if args.quick else 3
     headers = [
         "algorithm",
