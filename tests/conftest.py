@@ -30,6 +30,36 @@ TINY_PPO = {
 }
 
 
+# Tiny trials of each learner kind (tests of the gradient step and of actor reuse): a
+# few updates an iteration on CartPole / Pendulum.
+TINY_TRIALS = {
+    "SAC": {
+        "env": "Pendulum-v1",
+        "config": {
+            "train_batch_size_per_learner": 16,
+            "num_steps_sampled_before_learning_starts": 32,
+            "min_sample_timesteps_per_iteration": 64,
+            "min_time_s_per_iteration": 0,
+        },
+    },
+    "PPO": {
+        "env": "CartPole-v1",
+        "config": {"train_batch_size_per_learner": 128, "minibatch_size": 32, "num_epochs": 2},
+    },
+    # a clip so small that every update clips (by global norm, RLlib's default way)
+    "DQN": {
+        "env": "CartPole-v1",
+        "config": {
+            "train_batch_size_per_learner": 16,
+            "num_steps_sampled_before_learning_starts": 32,
+            "min_sample_timesteps_per_iteration": 64,
+            "min_time_s_per_iteration": 0,
+            "grad_clip": 0.01,
+        },
+    },
+}
+
+
 def tiny_spec(**patch):
     """A PPO CartPole spec that trains one iteration in about a second."""
     from tuner.spec import parse_spec

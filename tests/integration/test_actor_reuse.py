@@ -6,27 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import TINY_TRIALS
 from tuner.spec import parse_spec
 from tuner.sweep._tuner import build_tuner
 
 pytestmark = pytest.mark.integration
 
-SPECS = {
-    "PPO": {
-        "env": "CartPole-v1",
-        "config": {"train_batch_size_per_learner": 128, "minibatch_size": 32, "num_epochs": 2},
-    },
-    # the flat replay path: its buffer must start empty again on a reused actor
-    "DQN": {
-        "env": "CartPole-v1",
-        "config": {
-            "train_batch_size_per_learner": 16,
-            "num_steps_sampled_before_learning_starts": 32,
-            "min_sample_timesteps_per_iteration": 64,
-            "min_time_s_per_iteration": 0,
-        },
-    },
-}
+SPECS = TINY_TRIALS  # DQN: the flat replay path, its buffer must start empty again
 LOSS = {"PPO": "total_loss", "DQN": "qf_loss"}
 RETURN = "env_runners/episode_return_mean"
 STEPS = "env_runners/num_env_steps_sampled_lifetime"

@@ -7,38 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.conftest import TINY_TRIALS
 from tuner.rllib._config import trainable_for
 from tuner.spec import parse_spec
 from tuner.sweep._tuner import trial_params
 
 pytestmark = pytest.mark.integration
 
-SPECS = {
-    "SAC": {
-        "env": "Pendulum-v1",
-        "config": {
-            "train_batch_size_per_learner": 16,
-            "num_steps_sampled_before_learning_starts": 32,
-            "min_sample_timesteps_per_iteration": 64,
-            "min_time_s_per_iteration": 0,
-        },
-    },
-    "PPO": {
-        "env": "CartPole-v1",
-        "config": {"train_batch_size_per_learner": 128, "minibatch_size": 32, "num_epochs": 2},
-    },
-    # a clip so small that every update clips (by global norm, RLlib's default way)
-    "DQN": {
-        "env": "CartPole-v1",
-        "config": {
-            "train_batch_size_per_learner": 16,
-            "num_steps_sampled_before_learning_starts": 32,
-            "min_sample_timesteps_per_iteration": 64,
-            "min_time_s_per_iteration": 0,
-            "grad_clip": 0.01,
-        },
-    },
-}
+SPECS = TINY_TRIALS
 NORM = "gradients_default_optimizer_global_norm"  # RLlib's metric of the clip's norm
 
 
