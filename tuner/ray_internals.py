@@ -2,9 +2,10 @@
 
 Every private name of Ray that tuner uses (a module, attribute, method, keyword or
 config key starting with `_`) is used here and nowhere else, each with the reason we
-cannot do without it. `PRIVATE_NAMES` lists them; tests/unit/test_ray_internals.py
-checks each against the installed Ray (it fails loudly if one moves or changes shape),
-and tests/unit/test_owners.py checks that no other module of tuner/ or bench/ uses one.
+cannot do without it. `PRIVATE_NAMES` lists them, read from ray_internals.yaml;
+tests/unit/test_ray_internals.py checks each against the installed Ray (it fails loudly
+if one moves or changes shape), and tests/unit/test_owners.py checks that no other
+module of tuner/ or bench/ uses one.
 
 Ray is imported lazily: the functions here run in processes that have Ray already.
 """
@@ -13,7 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 
 @dataclass(frozen=True)
@@ -28,212 +32,10 @@ class PrivateName:
     why: str
 
 
-PRIVATE_NAMES: tuple[PrivateName, ...] = (
-    PrivateName(
-        "ray.tune.execution.tune_controller:TuneController",
-        "_cached_trial_decisions",
-        "attribute",
-        "Tune saves its controller's decisions waiting on a save in the experiment state; a "
-        "trial that failed while saving leaves a STOP there that a resume applies to its "
-        "retry after one iteration (forget_pending_decisions drops them before a restore)",
-    ),
-    PrivateName(
-        "ray.tune.execution.tune_controller:TuneController",
-        "_queued_trial_decisions",
-        "attribute",
-        "the same for decisions queued behind a trial's in-flight results",
-    ),
-    PrivateName(
-        "ray:init",
-        "_system_config",
-        "keyword",
-        "a driver's own local Ray prestarts no idle worker for its first driver "
-        "(prestart_worker_first_driver): on a small machine those idle workers take the "
-        "cores the trials need, and Ray has no public setting for it",
-    ),
-    PrivateName(
-        "ray.rllib.algorithms.algorithm_config:AlgorithmConfig",
-        "_model_config",
-        "config key",
-        "AlgorithmConfig.to_dict() keeps `model_config` under its private attribute: a "
-        "searched `model.<key>` value must be laid there to reach the RLModule",
-    ),
-    PrivateName(
-        "ray.rllib.algorithms.algorithm_config:AlgorithmConfig",
-        "_rl_module_spec",
-        "config key",
-        "a spec's own RLModule class (imported in the trial) is set through the config dict "
-        "the trial is built from, where update_from_dict reads the RLModuleSpec",
-    ),
-    PrivateName(
-        "ray.rllib.algorithms.algorithm_config:AlgorithmConfig",
-        "_train_batch_size_per_learner",
-        "config key",
-        "properties (train_batch_size_per_learner, ...) live in to_dict() under '_' + name; "
-        "a searched value is laid and read there (config_key)",
-    ),
-    PrivateName(
-        "ray.rllib.algorithms.algorithm_config:AlgorithmConfig",
-        "_learner_connector",
-        "attribute",
-        "the flat replay path is the same algorithm only without the spec's own learner "
-        "connector; AlgorithmConfig has no public getter that does not build it",
-    ),
-    PrivateName(
-        "ray.rllib.algorithms.algorithm_config:AlgorithmConfig",
-        "_env_to_module_connector",
-        "attribute",
-        "as _learner_connector, for the env-to-module connector",
-    ),
-    PrivateName(
-        "ray.rllib.algorithms.dqn.dqn:DQN",
-        "_module_is_stateful",
-        "attribute",
-        "the flat replay path replays single transitions: it must know whether the "
-        "RLModule is recurrent, which DQN.setup works out and keeps only here",
-    ),
-    PrivateName(
-        "ray.rllib.algorithms.algorithm:Algorithm",
-        "_create_local_replay_buffer_if_necessary",
-        "method we override",
-        "RLlib 2.60 tests `'EpisodeReplayBuffer' in type` (a TypeError when a spec's "
-        "replay buffer `type`, imported in the trial, is a class): our override builds "
-        "such a buffer the way RLlib builds its own",
-    ),
-    PrivateName(
-        "ray.rllib.algorithms.dqn.dqn:DQN",
-        "_training_step_new_api_stack",
-        "copied code",
-        "the flat replay path (rllib/_fast_replay.training_step) runs this step's "
-        "sample / store / update / sync rhythm on its own buffer; TRAINING_STEP_SOURCE "
-        "pins the copy to the source it was ported from",
-    ),
-    PrivateName(
-        "ray.rllib.execution.rollout_ops:synchronous_parallel_sample",
-        "_uses_new_env_runners",
-        "keyword",
-        "the flat replay path samples as DQN's own step does (new API stack env runners)",
-    ),
-    PrivateName(
-        "ray.rllib.execution.rollout_ops:synchronous_parallel_sample",
-        "_return_metrics",
-        "keyword",
-        "as _uses_new_env_runners: the env runners' metrics come back with the episodes",
-    ),
-    PrivateName(
-        "ray.rllib.core.learner.learner:Learner.update",
-        "_no_metrics_reduce",
-        "keyword",
-        "the flat path reduces a uniform buffer's learner metrics once a round, not after "
-        "each update (a quarter of a small update's time); the updates are the same",
-    ),
-    PrivateName(
-        "ray.rllib.core.learner.torch.torch_learner:TorchLearner",
-        "_lr_schedulers",
-        "attribute",
-        "a restored checkpoint puts the saving trial's lr over this trial's; optimizers a "
-        "torch LRScheduler drives are left to it, which only this attribute tells",
-    ),
-    PrivateName(
-        "ray.rllib.core.learner.learner:Learner",
-        "_optimizer_lr_schedules",
-        "attribute",
-        "the lr Scheduler RLlib built from the Learner's own config, per optimizer: what "
-        "a restored trial's lr is set back to",
-    ),
-    PrivateName(
-        "ray.rllib.core.learner.torch.torch_learner:TorchLearner",
-        "_params",
-        "attribute",
-        "a CPU Learner's gradient step (lean_cpu_steps) sets each parameter's gradient by "
-        "its id, as RLlib's apply_gradients does; the Learner has no public inverse lookup",
-    ),
-    PrivateName(
-        "ray.rllib.core.learner.learner:Learner",
-        "_module_optimizers",
-        "attribute",
-        "the optimizers RLlib's apply_gradients steps, per module, in its order",
-    ),
-    PrivateName(
-        "ray.rllib.core.learner.torch.torch_learner:TorchLearner",
-        "_get_clip_function",
-        "attribute",
-        "the clip RLlib's postprocess_gradients calls, replaced on a CPU Learner by one that "
-        "takes the global norm at once and keeps it for the finite check (lean_cpu_steps)",
-    ),
-    PrivateName(
-        "ray.rllib.core.learner.torch.torch_learner:TorchLearner",
-        "_grad_scalers",
-        "attribute",
-        "a Learner with torch grad scalers (mixed precision) keeps RLlib's own step",
-    ),
-    PrivateName(
-        "ray.rllib.core.learner.torch.torch_learner:TorchLearner",
-        "_lr_scheduler_classes",
-        "attribute",
-        "a Learner with torch LRSchedulers keeps RLlib's own step (it builds them there)",
-    ),
-    PrivateName(
-        "ray.rllib.algorithms.sac.sac_catalog:SACCatalog",
-        "_build_qf_encoder_continuous",
-        "method we override",
-        "`model.q_encoder: concat` builds each Q-network as one MLP over [obs, action]; "
-        "the catalog builds the Q encoder only in this method",
-    ),
-    PrivateName(
-        "ray.rllib.core.models.catalog:Catalog",
-        "_model_config_dict",
-        "attribute",
-        "the model_config a catalog was built with (our Q-encoder override reads its "
-        "q_encoder, fcnet_hiddens and fcnet_activation)",
-    ),
-    PrivateName(
-        "ray.tune.schedulers.pb2:PB2",
-        "_get_new_config",
-        "method we override",
-        "Ray's PB2 rebuilds a cloned trial's config by flattening it, which drops RLlib's "
-        "empty dicts; our override keeps the clone's config and lays the bounded keys over",
-    ),
-    PrivateName(
-        "ray.tune.schedulers.pb2:PB2",
-        "_hyperparam_bounds",
-        "attribute",
-        "the keys PB2 perturbs: the only ones our _get_new_config override lays over",
-    ),
-    PrivateName(
-        "ray.tune.tuner:Tuner",
-        "_local_tuner",
-        "attribute",
-        "Tuner.restore restores the pickled RunConfig; fresh callbacks (which find their "
-        "MLflow runs again by tag) must replace the pickled ones, and Tune has no public "
-        "way to pass them to a restore",
-    ),
-    PrivateName(
-        "ray.tune.impl.tuner_internal:TunerInternal",
-        "_run_config",
-        "attribute",
-        "as _local_tuner: where the restored RunConfig's callbacks live",
-    ),
-    PrivateName(
-        "ray.tune.trainable.trainable:Trainable",
-        "_trial_info",
-        "attribute",
-        "a reused actor's next trial (reuse_actors) is built by Trainable.__init__ again, "
-        "which takes the trial's info only from its config, where Tune's reset removed it",
-    ),
-    PrivateName(
-        "ray.tune.trainable.trainable:Trainable",
-        "_storage",
-        "attribute",
-        "as _trial_info: the next trial's storage, which Tune's reset sets only here",
-    ),
-    PrivateName(
-        "ray.tune.result_grid:ResultGrid",
-        "_experiment_analysis",
-        "attribute",
-        "a ResultGrid has no public trial status (TERMINATED, ERROR, ...); its analysis "
-        "holds the Trial objects",
-    ),
+# the list, kept as data beside this module
+PRIVATE_NAMES: tuple[PrivateName, ...] = tuple(
+    PrivateName(e["owner"], e["name"], e["kind"], e["why"])
+    for e in yaml.safe_load(Path(__file__).with_name("ray_internals.yaml").read_text())
 )
 
 # The sha256 of DQN._training_step_new_api_stack's source in the Ray the flat replay

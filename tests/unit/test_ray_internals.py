@@ -1,4 +1,5 @@
-"""Every private name of Ray that tuner uses is listed in tuner/ray_internals.py, and
+"""Every private name of Ray that tuner uses is listed in tuner/ray_internals.py's
+PRIVATE_NAMES (read from tuner/ray_internals.yaml), and
 each still exists in the installed Ray with the shape we use: an upgrade that moves one
 fails here, by name, instead of somewhere in a sweep."""
 
