@@ -8,12 +8,15 @@ in worker threads so its event loop never blocks.
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from tuner.launcher import JOB_TERMINAL, JobsTimedOut, JobsUnavailable, Launcher
 from tuner.settings import Settings
+from tuner.spec import parse_spec, resolve_space, scheduler_in_force
 from tuner.statuses import (
     ACTIVE,
     LAUNCHED,
@@ -36,6 +39,21 @@ class Conflict(Exception):
 
 class TooMany(Exception):
     """A limit of the service is reached (HTTP 429); the message names it."""
+
+
+@lru_cache(maxsize=256)
+def _scheduler_of(spec_json: str) -> dict[str, Any]:
+    spec = parse_spec(json.loads(spec_json))
+    return scheduler_in_force(spec, resolve_space(spec))
+
+
+def scheduler_in_force_of(spec: dict[str, Any]) -> dict[str, Any]:
+    """The scheduler settings a stored sweep runs with (tuner.spec.scheduler_in_force);
+    {} where its stored spec no longer parses (a sweep of an older version)."""
+    try:
+        return dict(_scheduler_of(json.dumps(spec, sort_keys=True, default=str)))
+    except Exception:  # noqa: BLE001 - a view of an old sweep never fails on it
+        return {}
 
 
 def _current(store: Store, experiment_id: str) -> ExperimentRecord:

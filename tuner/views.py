@@ -230,6 +230,10 @@ class ExperimentView(_View):
     importance: Importance
     importance_ped_anova: ImportancePedAnova
     mlflow: MlflowLinks | None = None
+    scheduler: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The scheduler's settings in force, as the plan shows them.",
+    )
     error: str | None = None
     attempts: int = 0
     job_id: str | None = None
@@ -238,8 +242,11 @@ class ExperimentView(_View):
     finished_at: datetime | None = None
 
     @classmethod
-    def from_record(cls, rec: Any, trial_counts: dict[str, int]) -> ExperimentView:
-        """The view of a stored sweep (a tuner.store.ExperimentRecord)."""
+    def from_record(
+        cls, rec: Any, trial_counts: dict[str, int], scheduler: dict[str, Any] | None = None
+    ) -> ExperimentView:
+        """The view of a stored sweep (a tuner.store.ExperimentRecord); `scheduler`: the
+        settings in force of its spec's scheduler."""
         spec = rec.spec
         return cls(
             id=rec.id,
@@ -258,6 +265,7 @@ class ExperimentView(_View):
             importance=getattr(rec, "importance", None) or {},
             importance_ped_anova=getattr(rec, "importance_ped_anova", None) or {},
             mlflow=rec.mlflow,
+            scheduler=scheduler or {},
             error=rec.error,
             attempts=rec.attempts,
             job_id=rec.job_id,
@@ -445,6 +453,17 @@ class Plan(_View):
         description="What a warm start reuses: the earlier sweep (`from`: its run name, "
         "`parent_run_id`), the configs that run `first`, how many finished trials are "
         "`told_to_optuna`, and what was dropped (`warnings`).",
+    )
+    scheduler: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The scheduler's settings in force (tuner.spec.scheduler_in_force): "
+        "type, time_attr (the unit it counts progress in), grace_period, max_t, "
+        "reduction_factor and `rungs` (ASHA's milestones in time_attr), "
+        "min_samples_required or perturbation_interval; `derived` lists those the spec "
+        "left out.",
+    )
+    warnings: list[str] = Field(
+        default_factory=list, description="What the spec will do that it may not mean."
     )
     base_settings: dict[str, Any] = Field(
         default_factory=dict,

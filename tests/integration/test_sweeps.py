@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import TINY_PPO, tiny_spec
 from tuner.rllib._evaluate import evaluate_checkpoint
-from tuner.spec import SpecError
+from tuner.spec import SpecError, resolve_space, scheduler_in_force
 from tuner.sweep._run import run_sweep
 from tuner.tracking._mlflow_tracker import TrackingConfig
 
@@ -98,6 +98,36 @@ def test_asha_stops_poor_trials_early(ray_local, tmp_path):
     assert iterations[1e-3] == 3
     assert min(iterations.values()) < 3, iterations
     assert summary.best.config == {"lr": 1e-3}
+
+
+def test_asha_as_the_readme_writes_it_counts_the_budget_in_env_steps(ray_local, tmp_path):
+    # `scheduler: {type: asha}` and a budget in env steps only: ASHA's rungs lie in env
+    # steps (6 trials at halving rate 2 make one rung at half the budget), every trial
+    # reaches its budget unless that rung stops it. Ranked by the learning rate itself:
+    # trials run one at a time, each later one worse than the median of its rung.
+    budget, batch = 512, TINY_PPO["train_batch_size_per_learner"]
+    spec = tiny_spec(
+        search={
+            "method": "grid",
+            "num_samples": 1,
+            "space": {"lr": {"grid": [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]}},
+        },
+        metric="learners/default_policy/default_optimizer_learning_rate",
+        scheduler={"type": "asha", "reduction_factor": 2},
+        stop={"timesteps_total": budget},
+        max_concurrent_trials=1,
+    )
+    in_force = scheduler_in_force(spec, resolve_space(spec))
+    assert in_force["time_attr"] == "num_env_steps_sampled_lifetime"
+    assert in_force["rungs"] == [budget // 2, budget]
+    summary = run(spec, tmp_path)
+    steps = {t.config["lr"]: t.env_steps for t in summary.trials}
+    assert steps[1e-3] >= budget  # the best reaches its budget
+    for lr, done in steps.items():
+        reached_budget = done >= budget
+        stopped_at_the_rung = budget // 2 <= done < budget // 2 + batch
+        assert reached_budget or stopped_at_the_rung, (lr, done)
+    assert any(done < budget for done in steps.values()), steps  # the rung stopped some
 
 
 @pytest.mark.parametrize("env", ["tests.envs:LineEnv", "tests.envs:make_line_env"])

@@ -59,3 +59,98 @@ def test_what_the_spec_sets_wins_and_without_a_budget_the_fallbacks_hold():
     assert (none.grace_period, none.max_t, none.reduction_factor) == (1, 100, 3)
     fifo = resolved(8, {"type": "fifo"}, {"training_iteration": 30})
     assert fifo.grace_period is None
+
+
+# The README's form: a scheduler named, a budget in env steps, nothing else.
+README_ASHA = {"type": "asha"}
+
+
+def test_a_scheduler_counts_in_the_unit_of_the_budget():
+    asha = resolved(16, README_ASHA, {"timesteps_total": 50_000})
+    assert asha.time_attr == "num_env_steps_sampled_lifetime"
+    assert (asha.max_t, asha.grace_period) == (50_000, 16_666)
+    assert asha.asha_milestones() == [16_666, 49_998]
+    median = resolved(16, {"type": "median"}, {"timesteps_total": 30_000})
+    assert median.time_attr == "num_env_steps_sampled_lifetime"
+    assert median.grace_period == 9_999
+    by_time = resolved(16, README_ASHA, {"time_total_s": 600})
+    assert (by_time.time_attr, by_time.max_t) == ("time_total_s", 600)
+
+
+def test_env_steps_come_first_when_the_stop_criteria_give_several_budgets():
+    both = resolved(8, README_ASHA, {"timesteps_total": 40_000, "training_iteration": 50})
+    assert both.time_attr == "num_env_steps_sampled_lifetime"
+    assert both.max_t == 40_000
+
+
+def test_population_schedulers_and_an_own_time_attr_keep_their_unit():
+    pbt = resolved(4, {"type": "pbt"}, {"timesteps_total": 50_000})
+    assert pbt.time_attr == "training_iteration"
+    own = resolved(8, {"type": "asha", "time_attr": "training_iteration"}, {"timesteps_total": 9})
+    assert own.time_attr == "training_iteration"
+    assert (own.grace_period, own.max_t) == (1, 100)  # no budget in iterations: fallbacks
+
+
+def test_the_plan_shows_the_scheduler_in_force_and_what_was_derived():
+    from tuner.spec import scheduler_in_force
+
+    spec = parse_spec(
+        {
+            "name": "s",
+            "algorithm": "PPO",
+            "env": "CartPole-v1",
+            "search": {"num_samples": 16},
+            "scheduler": {"type": "asha", "reduction_factor": 3},
+            "stop": {"timesteps_total": 50_000},
+        }
+    )
+    shown = scheduler_in_force(spec, resolve_space(spec))
+    assert shown["time_attr"] == "num_env_steps_sampled_lifetime"
+    assert shown["rungs"] == [16_666, 49_998]
+    assert shown["max_t"] == 50_000
+    assert shown["derived"] == ["time_attr", "grace_period", "max_t"]
+    fifo = scheduler_in_force(parse_spec({**spec.model_dump(), "scheduler": {}}), {})
+    assert fifo == {"type": "fifo", "derived": []}
+
+
+def _warnings(scheduler: dict, stop: dict, config: dict | None = None) -> list[str]:
+    from tuner.validation._scheduler import scheduler_warnings
+
+    spec = parse_spec(
+        {
+            "name": "s",
+            "algorithm": "PPO",
+            "env": "CartPole-v1",
+            "config": config or {},
+            "search": {"num_samples": 8},
+            "scheduler": scheduler,
+            "stop": stop,
+        }
+    )
+    return scheduler_warnings(spec, resolve_space(spec))
+
+
+def test_the_readme_form_gets_no_warning():
+    assert _warnings(README_ASHA, {"timesteps_total": 50_000}) == []
+
+
+def test_a_time_attr_without_a_budget_in_its_unit_is_named():
+    (warning,) = _warnings(
+        {"type": "asha", "time_attr": "training_iteration"}, {"timesteps_total": 50_000}
+    )
+    assert warning.startswith("scheduler.time_attr training_iteration")
+    assert "stop.timesteps_total (50000 env steps)" in warning
+    assert "grace_period 1, max_t 100" in warning
+
+
+def test_a_max_t_below_the_budget_is_named():
+    (warning,) = _warnings({"type": "asha", "max_t": 10_000}, {"timesteps_total": 50_000})
+    assert warning.startswith("scheduler.max_t (10000)")
+
+
+def test_an_iteration_limit_that_ends_trials_before_their_env_steps_is_named():
+    stop = {"timesteps_total": 50_000, "training_iteration": 10}
+    (warning,) = _warnings(README_ASHA, stop, {"train_batch_size_per_learner": 1000})
+    assert warning.startswith("stop.training_iteration (10) ends every trial at 10000 env steps")
+    assert "needs 50 iterations" in warning
+    assert _warnings(README_ASHA, stop, {"train_batch_size_per_learner": 5000}) == []

@@ -65,7 +65,9 @@ NOT_FOUND = {404: {"model": Problem}}
 
 def experiment_view(store: Store, rec: ExperimentRecord) -> ExperimentView:
     """The public view of a stored sweep."""
-    return ExperimentView.from_record(rec, store.trial_counts(rec.id))
+    return ExperimentView.from_record(
+        rec, store.trial_counts(rec.id), service.scheduler_in_force_of(rec.spec)
+    )
 
 
 def _get(store: Store, experiment_id: str) -> ExperimentRecord:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -42,6 +42,26 @@ AllowModule = Annotated[
 
 def _allowed(settings: Settings, extra: list[str] | None) -> list[str]:
     return [*settings.allowed_module_list, *(m.strip() for m in extra or [] if m.strip())]
+
+
+def scheduler_line(settings: dict[str, Any]) -> str:
+    """A scheduler's settings in force (Plan.scheduler, ExperimentView.scheduler) on one
+    line: its type, the unit it counts, its settings and ASHA's rungs."""
+    unit = settings.get("time_attr", "")
+    shown = {
+        k: v for k, v in settings.items() if k not in ("type", "time_attr", "rungs", "derived")
+    }
+    parts = [f"{k} {_number(v)}" for k, v in shown.items()]
+    line = f"{settings.get('type')} counting {unit}: " + ", ".join(parts)
+    if settings.get("rungs"):
+        line += "; rungs at " + ", ".join(_number(r) for r in settings["rungs"])
+    if settings.get("derived"):
+        line += f" (from the budget: {', '.join(settings['derived'])})"
+    return line
+
+
+def _number(value: Any) -> str:
+    return f"{value:,.0f}" if isinstance(value, int | float) and value == int(value) else str(value)
 
 
 def print_table(out: Console, headers: list[str], rows: list[list[str]]) -> None:

@@ -31,6 +31,7 @@ from tuner.cli._app import (
     err,
     outcome_code,
     print_pareto,
+    scheduler_line,
 )
 
 
@@ -141,6 +142,8 @@ def plan(
             typer.echo(f"at most {result.max_env_steps:,} env steps in all")
         if result.max_iterations:
             typer.echo(f"at most {result.max_iterations:,} iterations in all")
+        if result.scheduler.get("type", "fifo") != "fifo":
+            typer.echo(f"scheduler: {scheduler_line(result.scheduler)}")
         if result.base_settings:
             typer.echo(f"base settings: {json.dumps(result.base_settings)}")
         if result.warm_start:
@@ -149,6 +152,8 @@ def plan(
                 f"warm start from {reused['from']}: first {json.dumps(reused['first'])}; "
                 f"{reused['told_to_optuna']} earlier trials told to Optuna"
             )
+        for w in result.warnings:
+            err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
         for problem in result.problems:
             err.print(f"  {problem.loc}: {problem.msg}", markup=False, highlight=False)
         typer.echo("fits" if result.fits else "does NOT fit")

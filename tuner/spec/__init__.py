@@ -18,7 +18,13 @@ from tuner.spec._errors import SpecError, SpecIssue, did_you_mean, issues_from_v
 from tuner.spec._load import json_schema, load_spec, parse_spec
 from tuner.spec._models import ExperimentSpec
 from tuner.spec._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
-from tuner.spec._schedule import budget_in, resolved_scheduler, search_trials
+from tuner.spec._schedule import (
+    budget_in,
+    budget_unit,
+    resolved_scheduler,
+    scheduler_in_force,
+    search_trials,
+)
 from tuner.spec._sections import (
     ALGORITHMS,
     GYM_ID_RE,
@@ -60,6 +66,7 @@ __all__ = [
     "SpecIssue",
     "StopSpec",
     "budget_in",
+    "budget_unit",
     "check_code_refs",
     "check_data",
     "check_space_code_refs",
@@ -77,5 +84,6 @@ __all__ = [
     "resolve_paths",
     "resolve_space",
     "resolved_scheduler",
+    "scheduler_in_force",
     "search_trials",
 ]

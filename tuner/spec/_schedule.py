@@ -42,11 +42,35 @@ def budget_in(spec: ExperimentSpec, time_attr: str) -> float | None:
     return budget.get(time_attr)
 
 
-def resolved_scheduler(spec: ExperimentSpec, space: dict[str, Domain]) -> SchedulerSpec:
-    """The spec's scheduler with every setting it leaves out set: from the budget and the
-    number of trials where the stop criteria give a budget, else the fixed fallbacks.
-    What the spec sets is kept."""
+# A budget's stop criterion by the result key that counts it, in the order a scheduler
+# takes its unit from them: env steps first (the unit budgets are published in).
+_BUDGET_UNITS = (
+    ("timesteps_total", STEP_KEY),
+    ("training_iteration", ITERATION_KEY),
+    ("time_total_s", "time_total_s"),
+)
+
+
+def budget_unit(spec: ExperimentSpec) -> str:
+    """The result key a scheduler counts progress in: the spec's own `time_attr`, else
+    the unit of its budget (env steps, iterations, then seconds), else iterations. pbt
+    and pb2 count iterations unless told (their perturbation_interval is in it)."""
     sched = spec.scheduler
+    if sched.time_attr is not None:
+        return sched.time_attr
+    if sched.type in ("asha", "median"):
+        for field, key in _BUDGET_UNITS:
+            if getattr(spec.stop, field):
+                return key
+    return ITERATION_KEY
+
+
+def resolved_scheduler(spec: ExperimentSpec, space: dict[str, Domain]) -> SchedulerSpec:
+    """The spec's scheduler with every setting it leaves out set: its unit from the
+    budget's (`budget_unit`), then the rest from the budget and the number of trials
+    where the stop criteria give a budget in that unit, else the fixed fallbacks. What
+    the spec sets is kept."""
+    sched = spec.scheduler.model_copy(update={"time_attr": budget_unit(spec)})
     if sched.type not in ("asha", "median"):
         return sched
     rules = _rules()[sched.type]
@@ -62,6 +86,29 @@ def resolved_scheduler(spec: ExperimentSpec, space: dict[str, Domain]) -> Schedu
             }
     own = {k: v for k, v in sched.model_dump().items() if v is not None}
     return SchedulerSpec.model_validate({**derived, **own})
+
+
+def scheduler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any]:
+    """The scheduler's settings a sweep runs with, as the plan, the dry run and the page
+    show them: type, time_attr and, by type, grace_period, max_t, reduction_factor and
+    the rungs (ASHA's milestones in time_attr), min_samples_required, or
+    perturbation_interval; `derived` names the settings the spec left out."""
+    sched = resolved_scheduler(spec, space)
+    own = spec.scheduler.model_dump(exclude_none=True)
+    keys = {
+        "asha": ("grace_period", "max_t", "reduction_factor"),
+        "median": ("grace_period", "min_samples_required"),
+        "pbt": ("perturbation_interval",),
+        "pb2": ("perturbation_interval",),
+    }.get(sched.type, ())
+    out: dict[str, Any] = {"type": sched.type}
+    if sched.type != "fifo":
+        out["time_attr"] = sched.time_attr
+    out |= {k: getattr(sched, k) for k in keys}
+    if sched.type == "asha":
+        out["rungs"] = sched.asha_milestones()
+    out["derived"] = [k for k in ("time_attr", *keys) if k in out and k not in own]
+    return out
 
 
 def _asha(rules: dict[str, Any], budget: float, trials: int, sched: SchedulerSpec) -> dict:

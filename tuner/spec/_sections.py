@@ -174,8 +174,16 @@ class SchedulerSpec(_Model):
         "quniform domains (a choice or grid key is an error). Neither combines with "
         "search.method optuna.",
     )
-    time_attr: Literal["training_iteration", "num_env_steps_sampled_lifetime", "time_total_s"] = (
-        Field("training_iteration", description="Result key that measures a trial's progress.")
+    time_attr: (
+        Literal["training_iteration", "num_env_steps_sampled_lifetime", "time_total_s"] | None
+    ) = Field(
+        None,
+        description="Result key that measures a trial's progress. Default: the unit of "
+        "the trials' budget, so rungs and grace periods count what the budget counts: "
+        "num_env_steps_sampled_lifetime with stop.timesteps_total, else "
+        "training_iteration with stop.training_iteration, else time_total_s with "
+        "stop.time_total_s; training_iteration without a budget and for pbt/pb2 (their "
+        "perturbation_interval is in iterations).",
     )
     grace_period: int | None = Field(
         None,
@@ -213,8 +221,18 @@ class SchedulerSpec(_Model):
         counts them); 0 for another scheduler. A service limits it (TUNER_MAX_ASHA_RUNGS)."""
         if self.type != "asha":
             return 0
+        return len(self.asha_milestones())
+
+    def asha_milestones(self) -> list[float]:
+        """Where ASHA judges trials, in time_attr, as Tune's ASHA places its rungs
+        (grace_period x reduction_factor^k below max_t, then max_t's own); [] for another
+        scheduler."""
+        if self.type != "asha":
+            return []
         max_t, grace = self.max_t or 100, self.grace_period or 1
-        return 1 + math.floor(math.log(max_t / grace) / math.log(self.reduction_factor or 3))
+        factor = self.reduction_factor or 3
+        count = 1 + math.floor(math.log(max_t / grace) / math.log(factor))
+        return [grace * factor**k for k in range(count)]
 
 
 class StopSpec(_Model):

@@ -12,6 +12,7 @@ from ray.tune.schedulers import (
     TrialScheduler,
 )
 
+from tuner.mlflow_names import ITERATION_KEY
 from tuner.rllib import config_path
 from tuner.search_spaces import PB2_KINDS, Domain
 from tuner.spec import SchedulerSpec
@@ -53,18 +54,20 @@ def build_scheduler(
     """The Tune scheduler a spec asks for. `config` is the trial config (the param
     space): pbt and pb2 perturb each key where RLlib keeps it there
     (`train_batch_size_per_learner` -> `_train_batch_size_per_learner`), the place the
-    sampled value was laid and the one reported."""
+    sampled value was laid and the one reported. `spec` is the resolved scheduler
+    (tuner.spec.resolved_scheduler): a time_attr left out counts iterations here."""
     config = config or {}
+    time_attr = spec.time_attr or ITERATION_KEY  # resolved_scheduler sets the budget's unit
     if spec.type == "asha":
         return ASHAScheduler(
-            time_attr=spec.time_attr,
+            time_attr=time_attr,
             grace_period=spec.grace_period or 1,
             max_t=spec.max_t or 100,
             reduction_factor=spec.reduction_factor or 3,
         )
     if spec.type == "median":
         return MedianStoppingRule(
-            time_attr=spec.time_attr,
+            time_attr=time_attr,
             grace_period=spec.grace_period or 1,
             min_samples_required=spec.min_samples_required or 2,
         )
@@ -73,7 +76,7 @@ def build_scheduler(
             config_path(key, config)[0]: pbt_mutation(space[key]) for key in perturbed_keys(space)
         }
         return PopulationBasedTraining(
-            time_attr=spec.time_attr,
+            time_attr=time_attr,
             perturbation_interval=spec.perturbation_interval,
             hyperparam_mutations=mutations,
         )
@@ -82,7 +85,7 @@ def build_scheduler(
 
         bounds = {config_path(key, config)[0]: b for key, b in pb2_bounds(space).items()}
         return TunerPB2(
-            time_attr=spec.time_attr,
+            time_attr=time_attr,
             perturbation_interval=spec.perturbation_interval,
             hyperparam_bounds=bounds,
         )

@@ -142,6 +142,7 @@ def _semantics(out: Checked, checks: Checks) -> None:
             issues += err.issues
     if checks.plan and not issues:
         out.plan = plan_spec(spec, checks.nodes, check_fit=checks.check_fit, space=out.space)
+        out.plan.warnings = list(out.warnings)
         if reused is not None:
             out.plan.warm_start = {
                 "from": reused.source,

@@ -10,7 +10,13 @@ from typing import Any
 
 from tuner.rllib import check_fits, trial_resources, vector_defaults_apply
 from tuner.search_spaces import Domain
-from tuner.spec import ExperimentSpec, SpecError, resolve_space, search_trials
+from tuner.spec import (
+    ExperimentSpec,
+    SpecError,
+    resolve_space,
+    scheduler_in_force,
+    search_trials,
+)
 from tuner.views import Issue, Plan
 
 
@@ -104,6 +110,7 @@ def plan_spec(
         problems=problems,
         search_keys=sorted(space),
         base_settings=base_in_force(spec),
+        scheduler=scheduler_in_force(spec, space),
     )
 
 

@@ -32,6 +32,7 @@ from tuner.spec import (
     search_trials,
 )
 from tuner.validation._objectives import objective_warnings
+from tuner.validation._scheduler import scheduler_warnings
 
 # Spec sections own these; setting them under `config` would fight the spec.
 _OWNED_BY_SPEC = {
@@ -107,7 +108,7 @@ def validate_spec(
     warnings = _validate(
         spec, build_env, allowed_modules, space, import_user_code, max_trials, max_asha_rungs
     )
-    return [*warnings, *objective_warnings(spec)]
+    return [*warnings, *scheduler_warnings(spec, space), *objective_warnings(spec)]
 
 
 def _validate(

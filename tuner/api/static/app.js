@@ -512,6 +512,9 @@ function renderHeader(exp) {
     ...times,
   ];
   if (exp.attempts > 1) parts.push(`attempt ${esc(exp.attempts)}`);
+  if (exp.scheduler && exp.scheduler.type && exp.scheduler.type !== 'fifo') {
+    parts.push(`<span id="experiment-scheduler">${esc(schedulerLine(exp.scheduler))}</span>`);
+  }
   setHtml($('#experiment-meta'), parts.join('<span class="sep">·</span>'));
 
   const warnings = exp.warnings || [];
@@ -527,6 +530,18 @@ function renderHeader(exp) {
     $('#mlflow-link').setAttribute('href', mlflowUrl);
   }
   show($('#mlflow-link'), Boolean(mlflowUrl));
+}
+
+/** A scheduler's settings in force (ExperimentView.scheduler, Plan.scheduler) on one
+ * line: the unit it counts, its settings and ASHA's rungs, as the CLI prints them. */
+function schedulerLine(sched) {
+  const num = (v) => (typeof v === 'number' && Number.isInteger(v) ? v.toLocaleString('en-US') : String(v));
+  const skip = new Set(['type', 'time_attr', 'rungs', 'derived']);
+  const parts = Object.entries(sched).filter(([k]) => !skip.has(k)).map(([k, v]) => `${k} ${num(v)}`);
+  let line = `${sched.type} counting ${sched.time_attr || ''}: ${parts.join(', ')}`;
+  if ((sched.rungs || []).length) line += `; rungs at ${sched.rungs.map(num).join(', ')}`;
+  if ((sched.derived || []).length) line += ` (from the budget: ${sched.derived.join(', ')})`;
+  return line;
 }
 
 function renderBest() {
@@ -1020,6 +1035,9 @@ async function previewSpec() {
     const base = Object.entries(plan.base_settings || {}).filter(([k]) => k !== 'source');
     setText($('#plan-base'), base.length
       ? `${base.map(([k, v]) => `${k}: ${v}`).join(', ')} (${plan.base_settings.source})` : 'none');
+    const sched = plan.scheduler || {};
+    setText($('#plan-warnings'), (plan.warnings || []).join(' · ') || 'none');
+    setText($('#plan-scheduler'), sched.type && sched.type !== 'fifo' ? schedulerLine(sched) : 'fifo (every trial runs its budget)');
     const warm = plan.warm_start;
     setText($('#plan-warm'), warm
       ? `from ${warm.from}: ${warm.first.length} configs first, ${warm.told_to_optuna} told to Optuna`
