@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
+from rich.text import Text
 
 from tuner.settings import Settings
 from tuner.spec import SpecError
@@ -64,22 +66,142 @@ def _number(value: Any) -> str:
     return f"{value:,.0f}" if isinstance(value, int | float) and value == int(value) else str(value)
 
 
-def print_table(out: Console, headers: list[str], rows: list[list[str]]) -> None:
-    """A table that never cuts a value (ids, paths): on a terminal, rich's table with
-    every cell folded onto more lines where the width runs out, never an ellipsis; piped
-    or redirected, plain tab-separated lines, a header first."""
+def out_console() -> Console:
+    """The console of a command's output (stdout). soft_wrap: a line longer than the
+    width is never broken by rich (a path or id must paste; piped, a line may be long);
+    tables print through `print_table`, which lays them out for the width."""
+    return Console(soft_wrap=True)
+
+
+def compact_config(config: dict[str, Any]) -> str:
+    """A config as `key=value` pairs on one line: strings bare unless they need quotes,
+    other values as compact JSON (`[64,64]`), so a pair never holds a space."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, str) and v and not any(ch.isspace() or ch in ',="' for ch in v):
+            return v
+        return json.dumps(v, separators=(",", ":"), default=str)
+
+    return ", ".join(f"{k}={value(v)}" for k, v in config.items())
+
+
+def print_table(
+    out: Console,
+    headers: list[str],
+    rows: list[list[str]],
+    *,
+    configs: list[dict[str, Any]] | None = None,
+    config_header: str = "config",
+) -> None:
+    """A table that never cuts or folds a value (ids, statuses, paths). `configs`, one
+    per row, is a last column that may move below its row.
+
+    Piped or redirected: plain tab-separated lines, a header first, every value whole
+    (a config as JSON), whatever the width. On a terminal, the first layout that fits
+    its width: rich's boxed table (configs as `k=v` pairs); else aligned columns with
+    each row's config on its own line below it; else one block per row, a `header:
+    value` line per cell. A value wider than the terminal stays on one line (the
+    terminal wraps it on screen; copied, it is whole)."""
     if not out.is_terminal:
-        for row in [headers, *rows]:
+        lines = [headers, *rows]
+        if configs is not None:
+            lines = [[*headers, config_header]]
+            lines += [[*r, json.dumps(c)] for r, c in zip(rows, configs, strict=True)]
+        for row in lines:
             out.file.write("\t".join(row) + "\n")  # as is: rich would expand the tabs
         return
+    shown = [compact_config(c) for c in configs] if configs is not None else None
+    if _print_boxed(out, headers, rows, shown, config_header):
+        return
+    widths = [max(cell_len(c) for c in column) for column in zip(headers, *rows, strict=True)]
+    right = [_numeric([r[i] for r in rows]) for i in range(len(headers))]
+    if sum(widths) + 2 * (len(widths) - 1) <= out.width:
+        _print_aligned(out, headers, rows, widths, right, shown, config_header)
+    else:
+        _print_blocks(out, headers, rows, shown, config_header)
+
+
+def _numeric(cells: list[str]) -> bool:
+    """Whether a column holds numbers only (right-aligned, as people read them)."""
+    seen = False
+    for cell in cells:
+        if cell == "-":
+            continue
+        try:
+            float(cell.replace(",", ""))
+        except ValueError:
+            return False
+        seen = True
+    return seen
+
+
+def _print_boxed(
+    out: Console,
+    headers: list[str],
+    rows: list[list[str]],
+    configs: list[str] | None,
+    config_header: str,
+) -> bool:
+    """rich's boxed table, printed only where every cell fits whole: whether it was."""
+    from rich.measure import Measurement
     from rich.table import Table
 
     table = Table()
-    for header in headers:
-        table.add_column(header, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    out.print(table)
+    for i, header in enumerate(headers):
+        numeric = _numeric([r[i] for r in rows])
+        table.add_column(header, no_wrap=True, justify="right" if numeric else "left")
+    if configs is not None:
+        table.add_column(config_header, no_wrap=True)
+    for i, row in enumerate(rows):
+        table.add_row(*row, *([configs[i]] if configs is not None else []))
+    # measured without the width's cap: the width every cell needs whole
+    if Measurement.get(out, out.options.update_width(1_000_000), table).maximum > out.width:
+        return False
+    out.print(table, soft_wrap=False)
+    return True
+
+
+def _print_aligned(
+    out: Console,
+    headers: list[str],
+    rows: list[list[str]],
+    widths: list[int],
+    right: list[bool],
+    configs: list[str] | None,
+    config_header: str,
+) -> None:
+    """Columns padded to their widest cell, two spaces apart; a config below its row."""
+
+    def line(cells: list[str]) -> str:
+        padded = [
+            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True)
+        ]
+        return "  ".join(padded).rstrip()
+
+    out.print(Text(line(headers), style="bold"), soft_wrap=True)
+    if configs is not None:
+        out.print(Text(f"  {config_header}", style="bold"), soft_wrap=True)
+    for i, row in enumerate(rows):
+        out.print(line(row), markup=False, highlight=False, soft_wrap=True)
+        if configs is not None and configs[i]:
+            out.print(Text(f"  {configs[i]}", style="dim"), soft_wrap=True)
+
+
+def _print_blocks(
+    out: Console,
+    headers: list[str],
+    rows: list[list[str]],
+    configs: list[str] | None,
+    config_header: str,
+) -> None:
+    """Too narrow for columns: each row as its first cell, then `header: value` lines."""
+    for i, row in enumerate(rows):
+        out.print(Text(row[0], style="bold"), soft_wrap=True)
+        cells = list(zip(headers[1:], row[1:], strict=True))
+        if configs is not None:
+            cells.append((config_header, configs[i]))
+        for header, cell in cells:
+            out.print(Text(f"  {header}: {cell}"), soft_wrap=True)
 
 
 def print_pareto(out: Console, pareto: list[dict], scope: str) -> None:
@@ -102,10 +224,14 @@ def print_pareto(out: Console, pareto: list[dict], scope: str) -> None:
                 member["trial_id"],
                 *(f"{member['values'][m]:.4g}" for m in metrics),
                 ", ".join(f"{v:.4g}" if v is not None else "-" for v in confirmed.values()) or "-",
-                json.dumps(member["config"]),
             ]
         )
-    print_table(out, ["trial id", *metrics, "confirmed (means)", "config"], rows)
+    print_table(
+        out,
+        ["trial id", *metrics, "confirmed (means)"],
+        rows,
+        configs=[member["config"] for member in pareto],
+    )
 
 
 # `tuner run` / `tuner submit --wait`: how the sweep ended, as an exit code (README); 2 is

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from tuner.settings import Settings
 from tuner.statuses import TERMINAL, TRIAL_ENDED
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
     import httpx
 
 
-from tuner.cli._app import app, err, outcome_code, print_pareto, print_table
+from tuner.cli._app import app, err, out_console, outcome_code, print_pareto, print_table
 
 
 def _client(url: str | None) -> httpx.Client:
@@ -96,39 +95,56 @@ def submit(
         raise typer.Exit(outcome_code(exp["status"]))
 
 
-def _wait(url: str | None, experiment_id: str) -> dict:
+def _wait(url: str | None, experiment_id: str, poll_s: float = 2) -> dict:
+    """Follows a sweep until it ends. On a terminal, a live bar of its trials (the name
+    printed once above it, so a long name never squeezes the counts out of the line);
+    piped, one plain line when it ends."""
     import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Column
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[best]}"),
-        console=err,
-    ) as bar:
-        task = bar.add_task(experiment_id, total=None, best="")
+    def poll() -> tuple[dict, int, int, str]:
+        exp = _call("GET", url, f"/experiments/{experiment_id}")
+        counts = exp.get("trial_counts", {})
+        done = sum(counts.get(s, 0) for s in TRIAL_ENDED)
+        total = max(sum(counts.values()), exp["spec"]["search"]["num_samples"])
+        trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
+        # the score (the ranking value under the spec's scope), as status and the page
+        scores = [t["score"] for t in trials if t.get("score") is not None]
+        top = (max(scores) if exp["mode"] == "max" else min(scores)) if scores else None
+        return exp, done, total, f"score {top:.4g}" if top is not None else ""
+
+    if not err.is_terminal:
         while True:
-            exp = _call("GET", url, f"/experiments/{experiment_id}")
-            counts = exp.get("trial_counts", {})
-            done = sum(counts.get(s, 0) for s in TRIAL_ENDED)
-            total = max(sum(counts.values()), exp["spec"]["search"]["num_samples"])
-            trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
-            # the score (the ranking value under the spec's scope), as status and the page
-            scores = [t["score"] for t in trials if t.get("score") is not None]
-            top = (max(scores) if exp["mode"] == "max" else min(scores)) if scores else None
-            best_s = f"score {top:.4g}" if top is not None else ""
-            bar.update(
-                task,
-                completed=done,
-                total=total,
-                description=f"{exp['name']} {exp['status']}",
-                best=best_s,
-            )
+            exp, done, total, best = poll()
+            if exp["status"] in TERMINAL:
+                line = f"{exp['name']} ({experiment_id}): {exp['status']}, {done}/{total} trials"
+                line += f", {best}" if best else ""
+                err.print(line, markup=False, highlight=False, soft_wrap=True)
+                return exp
+            time.sleep(poll_s)
+    whole = Column(no_wrap=True)  # the counts and the score are never cut
+    with Progress(
+        TextColumn("{task.description}", table_column=whole),
+        BarColumn(bar_width=None, table_column=Column(ratio=1)),  # the bar gives way
+        MofNCompleteColumn(table_column=whole),
+        TextColumn("{task.fields[best]}", table_column=whole),
+        console=err,
+        expand=True,
+    ) as bar:
+        task = bar.add_task("", total=None, best="")
+        named = False
+        while True:
+            exp, done, total, best = poll()
+            if not named:
+                name = f"{exp['name']} ({experiment_id})"
+                bar.console.print(name, markup=False, highlight=False, soft_wrap=True)
+                named = True
+            bar.update(task, completed=done, total=total, description=exp["status"], best=best)
             if exp["status"] in TERMINAL:
                 return exp
-            time.sleep(2)
+            time.sleep(poll_s)
 
 
 @app.command()
@@ -138,7 +154,7 @@ def status(
     output: Annotated[str, typer.Option(help="table or json.")] = "table",
 ) -> None:
     """Show one sweep (with its trials) or list sweeps."""
-    out = Console()
+    out = out_console()
     if experiment_id is None:
         data = _call("GET", url, "/experiments", params={"limit": 200})
         if output == "json":
@@ -164,11 +180,11 @@ def status(
     if output == "json":
         typer.echo(json.dumps({**exp, "trials": trials}, indent=2))
         return
-    out.print(f"{exp['name']} ({exp['id']}): {exp['status']}", highlight=False, soft_wrap=True)
-    if exp.get("error"):
-        out.print(f"[red]{exp['error']}[/red]", highlight=False)
+    out.print(f"{exp['name']} ({exp['id']}): {exp['status']}", markup=False, highlight=False)
+    if exp.get("error"):  # its text may hold brackets: never read as markup
+        out.print(exp["error"], style="red", markup=False, highlight=False)
     for w in exp.get("warnings") or []:
-        out.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
+        out.print(f"warning: {w}", markup=False, highlight=False)
 
     def num(value: float | None) -> str:
         return "-" if value is None else f"{value:.4g}"
@@ -184,11 +200,10 @@ def status(
             num(t.get("best_metric")),
             num(t.get("metric")),
             str(t.get("retries", 0)),
-            json.dumps(t["config"]),
         ]
         for t in trials
     ]
-    print_table(out, [*headers, "config"], rows)
+    print_table(out, headers, rows, configs=[t["config"] for t in trials])
     best = exp.get("best")
     if best:
         out.print(
@@ -197,10 +212,9 @@ def status(
             "config " + json.dumps(best["config"]),
             markup=False,
             highlight=False,
-            soft_wrap=True,
         )
         if best.get("checkpoint"):
-            out.print(f"checkpoint: {best['checkpoint']}", markup=False, soft_wrap=True)
+            out.print(f"checkpoint: {best['checkpoint']}", markup=False, highlight=False)
     print_pareto(out, exp.get("pareto") or [], exp.get("spec", {}).get("scope", ""))
 
 
@@ -254,7 +268,7 @@ def compare(
     if output == "json":
         typer.echo(json.dumps(data, indent=2))
         return
-    out = Console()
+    out = out_console()
     sweeps, differing = data["sweeps"], set(data["differing_keys"])
 
     def score(s: dict) -> str:
