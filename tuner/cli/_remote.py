@@ -258,12 +258,32 @@ def schema() -> None:
 
 @app.command()
 def compare(
-    experiment_ids: Annotated[list[str], typer.Argument(help="2 to 4 sweep ids.")],
+    # 4: tuner.compare.MOST (a test holds them equal; imported here it would load the store)
+    experiment_ids: Annotated[list[str], typer.Argument(help="2 to 4 sweep ids, space-separated.")],
     url: UrlOpt = None,
     output: Annotated[str, typer.Option(help="table or json.")] = "table",
 ) -> None:
     """Sweeps side by side: best configs (differing keys marked *), confirmed mean and
     CI, score, MLflow links."""
+    from tuner.compare import MOST
+
+    # checked here, not left to the API: its message names its own comma-separated form
+    if not 2 <= len(experiment_ids) <= MOST:
+        err.print(
+            f"give 2 to {MOST} sweep ids, space-separated (got {len(experiment_ids)})",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(2)
+    repeated = sorted({i for i in experiment_ids if experiment_ids.count(i) > 1})
+    if repeated:
+        err.print(
+            f"give 2 to {MOST} distinct sweep ids, space-separated ({', '.join(repeated)} "
+            "given more than once)",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(2)
     data = _call("GET", url, "/compare", params={"ids": ",".join(experiment_ids)})
     if output == "json":
         typer.echo(json.dumps(data, indent=2))
@@ -291,8 +311,9 @@ def compare(
         ["score", *[score(s) for s in sweeps]],
         ["confirmed mean [95 % CI]", *[confirmed(s) for s in sweeps]],
     ]
+    configs = [(s["best"] or {}).get("config", {}) for s in sweeps]
     for key in data["keys"]:
-        values = [json.dumps((s["best"] or {}).get("config", {}).get(key, "-")) for s in sweeps]
+        values = [json.dumps(c[key]) if key in c else "-" for c in configs]  # "-": missing
         rows.append([f"{key} *" if key in differing else key, *values])
     rows.append(["mlflow run", *[(s.get("mlflow") or {}).get("url") or "-" for s in sweeps]])
     print_table(out, rows[0], rows[1:])
