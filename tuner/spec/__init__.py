@@ -43,6 +43,11 @@ from tuner.spec._sections import (
     StopSpec,
     is_ale_id,
 )
+from tuner.spec._setting_types import (
+    integral_floats_as_ints,
+    number_default,
+    number_setting_issues,
+)
 from tuner.spec._space import resolve_space
 
 __all__ = [
@@ -71,6 +76,7 @@ __all__ = [
     "check_data",
     "check_space_code_refs",
     "import_paths",
+    "integral_floats_as_ints",
     "is_ale_id",
     "did_you_mean",
     "issues_from_validation_error",
@@ -79,6 +85,8 @@ __all__ = [
     "load_spec",
     "load_yaml_strict",
     "module_allowed",
+    "number_default",
+    "number_setting_issues",
     "parse_spec",
     "resolve_code_refs",
     "resolve_paths",

@@ -7,7 +7,8 @@ the place, never a crash, a hang or a silently changed value.
 
 Both loaders refuse nesting deeper than `max_depth` before building anything (so a
 100000-deep `[[[[...` costs a scan, not a RecursionError) with `NestingTooDeep`, a
-SpecError the API can answer with 413. Dates in YAML stay strings, as in JSON.
+SpecError the API can answer with 413. Dates in YAML stay strings, as in JSON; numbers
+read as in YAML 1.2 and JSON (`1e6`, `1.0e6` and `1.0e+6` are all the float 1000000.0).
 """
 
 from __future__ import annotations
@@ -73,6 +74,17 @@ _StrictLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != _YAML_STD + "timestamp"]
     for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
 }
+# YAML 1.1 (PyYAML) reads `1e6` and `1.0e6` as strings: its floats need a dot and a signed
+# exponent. People write them as YAML 1.2 and JSON read them, as numbers; a string there
+# passed the schema of `config` and failed in every trial. Appended after YAML 1.1's own
+# int and float forms, so what they read stays as they read it; the float constructor
+# reads the rest as Python's float() does (an exponent past a float is inf: refused by
+# check_data like any non-finite number).
+_EXPONENT_FLOAT = re.compile(
+    r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)"  # digits, with or without a dot
+    r"[eE][-+]?[0-9]+$"  # the exponent, its sign optional
+)
+_StrictLoader.add_implicit_resolver(_YAML_STD + "float", _EXPONENT_FLOAT, list("-+.0123456789"))
 
 
 def _first_clause(err: Exception) -> str:

@@ -13,6 +13,7 @@ from tuner.rllib import (
     Q_ENCODERS,
     build_config,
     check_env,
+    default_config,
     preset_warnings,
     rllib_keys,
 )
@@ -26,7 +27,9 @@ from tuner.spec import (
     check_code_refs,
     check_space_code_refs,
     did_you_mean,
+    integral_floats_as_ints,
     module_allowed,
+    number_setting_issues,
     resolve_space,
     resolved_scheduler,
     search_trials,
@@ -199,6 +202,15 @@ def _validate(
             issues.append(
                 unknown_setting(f"search.space.{key}", str(dom), spec.base_algorithm, known)
             )
+    defaults = rllib_defaults(spec.base_algorithm)
+    issues += number_setting_issues(
+        {k: v for k, v in spec.config.items() if k in known and k not in _OWNED_BY_SPEC},
+        space,
+        defaults,
+        spec.base_algorithm,
+    )
+    # the spec's own values only: a default space is shared data, written as RLlib wants
+    integral_floats_as_ints(spec.config, spec.search.space, defaults)
     issues += q_encoder_issues(spec, space)
     issues += population_issues(spec, space)
     issues += normalize_issues(spec, space)
@@ -255,6 +267,15 @@ def q_encoder_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[Spe
     return issues
 
 
+def rllib_defaults(base_algorithm: str) -> dict[str, Any]:
+    """RLlib's default config of an algorithm as a dict, with the per-learner batch size
+    (a property its dict leaves out) as its default train_batch_size."""
+    config = default_config(base_algorithm)
+    defaults = config.to_dict()
+    defaults.setdefault("train_batch_size_per_learner", config.train_batch_size)
+    return defaults
+
+
 def unknown_setting(loc: str, value: Any, algorithm: str, known: frozenset[str]) -> SpecIssue:
     """A key RLlib's algorithm does not know, with the closest one it does."""
     key = loc.rsplit(".", 1)[-1]
@@ -263,9 +284,9 @@ def unknown_setting(loc: str, value: Any, algorithm: str, known: frozenset[str])
 
 
 def config_key_issues(data: Any) -> list[SpecIssue]:
-    """The unknown RLlib settings under a raw spec's `config` (for a spec whose schema
-    failed: reported beside the schema's problems); none where its algorithm is not one
-    of ours."""
+    """The unknown RLlib settings under a raw spec's `config`, and the strings among its
+    number settings (for a spec whose schema failed: reported beside the schema's
+    problems); none where its algorithm is not one of ours."""
     if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
         return []
     algorithm = data.get("algorithm")
@@ -273,11 +294,17 @@ def config_key_issues(data: Any) -> list[SpecIssue]:
         return []
     base = registry.base_algorithm(algorithm)
     known = rllib_keys(base)
+    config = {k: v for k, v in data["config"].items() if isinstance(k, str)}
     return [
         unknown_setting(f"config.{key}", value, base, known)
-        for key, value in data["config"].items()
-        if isinstance(key, str) and key not in known and key not in _OWNED_BY_SPEC
-    ]
+        for key, value in config.items()
+        if key not in known and key not in _OWNED_BY_SPEC
+    ] + number_setting_issues(
+        {k: v for k, v in config.items() if k in known and k not in _OWNED_BY_SPEC},
+        None,
+        rllib_defaults(base),
+        base,
+    )
 
 
 def normalize_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
