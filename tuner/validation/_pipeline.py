@@ -114,10 +114,13 @@ def _semantics(out: Checked, checks: Checks) -> None:
     gathered; raises SpecError with all of them."""
     from tuner.rllib import check_fits
     from tuner.validation._plan import plan_spec
-    from tuner.validation._validate import validate_spec
+    from tuner.validation._validate import code_ref_issues, validate_spec
 
     spec, issues = out.spec, []
     assert spec is not None
+    # The fit builds the spec's RLlib config: never while it names code it may not (RLlib
+    # would turn such a value into a class, or refuse it with its own words before ours).
+    unresolved = code_ref_issues(spec, checks.allowed_modules, out.space)
     try:
         out.warnings = validate_spec(
             spec,
@@ -151,11 +154,15 @@ def _semantics(out: Checked, checks: Checks) -> None:
                 "told_to_optuna": len(reused.known),
                 "warnings": reused.warnings,
             }
-    elif checks.nodes is not None and checks.check_fit and not checks.plan:
+    elif checks.nodes is not None and checks.check_fit and not checks.plan and not unresolved:
         try:
             check_fits(spec, checks.nodes)
         except SpecError as err:
             issues += [i for i in err.issues if i not in issues]
+        except Exception:
+            if not issues:
+                raise
+            # RLlib refused to build the config for the fit: the issues above say why
     if issues:
         raise SpecError(issues)
 

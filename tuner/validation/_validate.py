@@ -123,31 +123,11 @@ def _validate(
     max_trials: int | None,
     max_asha_rungs: int | None,
 ) -> list[str]:
-    allowed = list(allowed_modules) if allowed_modules is not None else None
-    refs: list[SpecIssue] = []
-    if allowed is not None and ":" in (spec.env or "") and not module_allowed(spec.env, allowed):
-        refs.append(
-            SpecIssue(
-                loc="env",
-                value=spec.env,
-                msg="this service accepts envs from "
-                + (", ".join(allowed) if allowed else "no module")
-                + " (TUNER_ALLOWED_MODULES, formerly TUNER_ENV_MODULES; `tuner run "
-                "--allow-module`); use a gymnasium id",
-            )
-        )
-    code_allowed = allowed or []
-    if allowed is not None:
-        refs += _spec_code_refs(spec, allowed)
+    refs = code_ref_issues(spec, allowed_modules, space)
     refs += _limits(spec, space, max_trials, max_asha_rungs)
     refs += _fixed_and_searched(spec, space)
     if spec.custom_algorithm:
         return _validate_custom(spec, refs, space, build_env, import_user_code)
-    # a key the spec owns is refused below as such, whatever its value
-    settings = {k: v for k, v in spec.config.items() if k not in _OWNED_BY_SPEC}
-    refs += check_code_refs(settings, loc="config", allowed_modules=code_allowed)
-    refs += check_code_refs(spec.model, loc="model", allowed_modules=code_allowed)
-    refs += check_space_code_refs(space, allowed_modules=code_allowed)
     for key, dom in space.items():
         if key in _OWNED_BY_SPEC:
             refs.append(
@@ -240,6 +220,40 @@ def _validate(
             metric=spec.metric,
         )
     return warnings
+
+
+def code_ref_issues(
+    spec: ExperimentSpec, allowed_modules: Sequence[str] | None, space: dict[str, Domain]
+) -> list[SpecIssue]:
+    """The code a spec names that it may not: an import-path env and the spec's own code
+    fields outside `allowed_modules` (None: not checked), and, for an RLlib algorithm,
+    every value RLlib would turn into code (`config`, `model`, the space) that is neither
+    one of RLlib's own classes nor an allowed import path. Checked as text, importing and
+    building nothing: nothing may call RLlib on a spec while any of these stands."""
+    allowed = list(allowed_modules) if allowed_modules is not None else None
+    refs: list[SpecIssue] = []
+    if allowed is not None and ":" in (spec.env or "") and not module_allowed(spec.env, allowed):
+        refs.append(
+            SpecIssue(
+                loc="env",
+                value=spec.env,
+                msg="this service accepts envs from "
+                + (", ".join(allowed) if allowed else "no module")
+                + " (TUNER_ALLOWED_MODULES, formerly TUNER_ENV_MODULES; `tuner run "
+                "--allow-module`); use a gymnasium id",
+            )
+        )
+    if allowed is not None:
+        refs += _spec_code_refs(spec, allowed)
+    if spec.custom_algorithm:  # its `config` is its own data: RLlib never sees it
+        return refs
+    code_allowed = allowed or []
+    # a key the spec owns is refused as such, whatever its value
+    settings = {k: v for k, v in spec.config.items() if k not in _OWNED_BY_SPEC}
+    refs += check_code_refs(settings, loc="config", allowed_modules=code_allowed)
+    refs += check_code_refs(spec.model, loc="model", allowed_modules=code_allowed)
+    refs += check_space_code_refs(space, allowed_modules=code_allowed)
+    return refs
 
 
 def q_encoder_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
