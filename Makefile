@@ -44,9 +44,12 @@ test: setup .system-deps lint
 	$(VENV)/bin/pytest -p no:cacheprovider -n 2 --dist worksteal tests
 
 # The service with embedded defaults: API + web page on :8000, MLflow UI on :5000,
-# a local Ray head, SQLite store; everything under TUNER_DATA_DIR.
+# a local Ray head, SQLite store; everything under TUNER_DATA_DIR. TUNER_PORT and
+# TUNER_MLFLOW_PORT (environment or `make run TUNER_PORT=8001`) pick other ports.
+TUNER_PORT ?= 8000
+TUNER_MLFLOW_PORT ?= 5000
 run: setup
-	$(VENV)/bin/tuner serve --host 127.0.0.1 --port 8000 --mlflow-ui --mlflow-port 5000
+	$(VENV)/bin/tuner serve --host 127.0.0.1 --port $(TUNER_PORT) --mlflow-ui --mlflow-port $(TUNER_MLFLOW_PORT)
 
 mlflow-ui: setup
 	@mkdir -p "$(TUNER_DATA_DIR)"

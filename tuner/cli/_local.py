@@ -3,6 +3,7 @@ evaluate a checkpoint, serve the API."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -349,6 +350,70 @@ def serve_settings(settings: Settings, host: str, port: int, ui_port: int | None
     return settings.model_copy(update=update)
 
 
+def _bind_error(host: str, port: int) -> str | None:
+    """Why `port` on `host` cannot be bound now (None: it can), tried as the servers bind
+    it: SO_REUSEADDR, so a port left in TIME_WAIT by a server just stopped counts as free
+    (uvicorn would take it), one another process listens on does not."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as e:
+        return f"cannot resolve {host}: {e.strerror}"
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return "in use by another process"
+            return f"not available ({e.strerror or e})"
+    return None
+
+
+def _next_free(host: str, port: int, avoid: int | None) -> int | None:
+    """A free port just above `port` to suggest (None when the next 20 are all taken)."""
+    for candidate in range(port + 1, min(port + 21, 65536)):
+        if candidate != avoid and _bind_error(host, candidate) is None:
+            return candidate
+    return None
+
+
+def _port_problems(host: str, port: int, ui_port: int | None) -> list[str]:
+    """What stops `tuner serve` from binding its ports, each naming the port, what it is
+    for and the option and setting that pick another; checked before anything starts,
+    else a busy port shows only after the Ray head and the MLflow UI have started, as
+    uvicorn's bare "[Errno 98] address already in use"."""
+    wanted = [(host, port, ui_port, "the API", "--port", "TUNER_PORT")]
+    if ui_port is not None:  # the MLflow UI binds loopback (tuner.api's start_mlflow_ui)
+        ui = ("127.0.0.1", ui_port, port, "the MLflow UI", "--mlflow-port", "TUNER_MLFLOW_PORT")
+        wanted.append(ui)
+    if ui_port == port:
+        return [
+            f"the API and the MLflow UI cannot share port {port}: pick another for the UI "
+            f"with --mlflow-port or TUNER_MLFLOW_PORT (e.g. `TUNER_MLFLOW_PORT={port + 1} "
+            "make run`)"
+        ]
+    problems = []
+    for where, number, taken, what, option, variable in wanted:
+        why = _bind_error(where, number)
+        if why is None:
+            continue
+        other = _next_free(where, number, avoid=taken)
+        example = (
+            f" (e.g. `{option} {other}`, or `{variable}={other} make run`; {other} is free)"
+            if other
+            else ""
+        )
+        problems.append(
+            f"port {number} on {where} ({what}) is {why}: pick another with {option} or "
+            f"{variable}{example}"
+        )
+    return problems
+
+
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (TUNER_HOST).")] = None,
@@ -356,19 +421,29 @@ def serve(
     mlflow_ui: Annotated[
         bool, typer.Option(help="Also serve the MLflow UI (embedded store only).")
     ] = False,
-    mlflow_port: Annotated[int, typer.Option(help="Port of the MLflow UI.")] = 5000,
+    mlflow_port: Annotated[
+        int,
+        typer.Option(envvar="TUNER_MLFLOW_PORT", help="Port of the MLflow UI (TUNER_MLFLOW_PORT)."),
+    ] = 5000,
 ) -> None:
     """Start the API and web page (and, with no TUNER_RAY_ADDRESS, a local Ray head)."""
-    import uvicorn
-
-    from tuner.api import create_app
-
     settings = Settings()
     host = host or settings.host
     port = port or settings.port
     if host not in LOOPBACK and not settings.api_token:
         err.print(f"refusing to bind {host}: set TUNER_API_TOKEN to serve beyond loopback")
         raise typer.Exit(2)
+    # a configured tracking server serves its own UI: none is started (start_mlflow_ui)
+    ui_port = mlflow_port if mlflow_ui and not settings.mlflow_tracking_uri else None
+    problems = _port_problems(host, port, ui_port)
+    for problem in problems:
+        err.print(problem, markup=False, highlight=False)
+    if problems:
+        raise typer.Exit(2)
+    import uvicorn
+
+    from tuner.api import create_app
+
     settings = serve_settings(settings, host, port, mlflow_port if mlflow_ui else None)
     settings.data_path.mkdir(parents=True, exist_ok=True)
     # The app starts the MLflow UI in its lifespan and stops it there: uvicorn re-raises
