@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import mlflow
@@ -118,6 +119,28 @@ def test_best_checkpoint_is_registered_and_evaluates(tracked_sweep):
     assert result.episodes == 2 and math.isfinite(result.mean_return) and result.mean_return > 0
     by_run = evaluate_checkpoint(version.source, episodes=1, tracking_uri=uri)
     assert by_run.returns and by_run.env == "CartPole-v1"
+
+
+def test_cli_evaluates_the_latest_version_without_rllibs_deprecation_noise(tracked_sweep):
+    """`tuner evaluate models:/<name>/latest` (TUNER_MLFLOW_TRACKING_URI's registry)
+    plays the newest version, and the restore logs no RLlib DeprecationWarning (RLlib's
+    own RLModule builds the deprecated RLModuleConfig: nothing the user can act on)."""
+    import os
+    import subprocess
+    import sys
+
+    _, _, uri = tracked_sweep
+    out = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "evaluate", "models:/tracked-best/latest"]
+        + ["--episodes", "1", "--output", "json"],
+        env={**os.environ, "TUNER_MLFLOW_TRACKING_URI": uri},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout)["env"] == "CartPole-v1"
+    assert "DeprecationWarning" not in out.stderr, out.stderr[-3000:]
 
 
 def test_host_process_tracking_uri_untouched(tracked_sweep):

@@ -299,7 +299,8 @@ def evaluate(
     checkpoint: Annotated[
         str,
         typer.Argument(
-            help="Checkpoint dir, runs:/ or models:/ URI, or a Tune storage URI (s3://...)."
+            help="Checkpoint dir, runs:/ URI, models:/NAME/VERSION (or /latest, or "
+            "@ALIAS), or a Tune storage URI (s3://...)."
         ),
     ],
     episodes: Annotated[int, typer.Option(min=1, help="Deterministic episodes.")] = 10,
@@ -316,12 +317,24 @@ def evaluate(
     from gymnasium import error as gym_error
 
     from tuner.rllib import evaluate_checkpoint
+    from tuner.rllib._evaluate import NoTrackingStore
 
     settings = Settings(data_dir=data_dir) if data_dir else Settings()
     try:
         result = evaluate_checkpoint(
             checkpoint, episodes=episodes, tracking_uri=settings.tracking_uri, render_to=render_to
         )
+    except NoTrackingStore as e:
+        # reading never creates a store: most likely the data dir is not the one the
+        # sweep used, so say which settings choose it
+        err.print(
+            f"checkpoint {checkpoint!r}: {e}; point TUNER_DATA_DIR (or --data-dir) at the "
+            "data dir `tuner run` used, or TUNER_MLFLOW_TRACKING_URI at the MLflow store "
+            "that holds it",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(2) from None
     except (FileNotFoundError, OSError, ValueError, gym_error.Error) as e:
         err.print(f"checkpoint {checkpoint!r}: {e}", markup=False, highlight=False)
         raise typer.Exit(2) from None

@@ -4,9 +4,11 @@ mapped as in the spec) and play N deterministic episodes."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +17,11 @@ from pydantic import BaseModel, Field
 
 from tuner.mlflow_names import (
     AGENT_RETURNS,
+    LATEST_VERSION,
     MODELS_URI,
     MODULE_RETURNS,
     RUNS_URI,
+    parse_model_alias_uri,
     parse_model_version_uri,
 )
 from tuner.rllib._envs import make_env, register_env
@@ -64,42 +68,52 @@ class Evaluation(BaseModel):
         return self.mean_return
 
 
+class NoTrackingStore(FileNotFoundError):
+    """A runs:/ or models:/ URI to read from an SQLite tracking store that does not exist
+    (MLflow would create an empty one to answer, so it is not asked)."""
+
+
 def resolve_checkpoint(checkpoint: str, tracking_uri: str | None, dest: Path) -> Path:
-    """A local checkpoint directory for a path, runs:/ or models:/ URI, or a URI of the
-    Tune storage (s3://, gs://, file://: downloaded to `dest` through pyarrow, as Tune
-    reads it)."""
+    """A local checkpoint directory for a path, runs:/ or models:/ URI (a version, `latest`
+    or an @alias), or a URI of the Tune storage (s3://, gs://, file://: downloaded to
+    `dest` through pyarrow, as Tune reads it)."""
     if checkpoint.startswith((RUNS_URI, MODELS_URI)):
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        import mlflow
         import mlflow.artifacts
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
-        uri = checkpoint
-        model = parse_model_version_uri(checkpoint)
+        tracking_uri = tracking_uri or mlflow.get_tracking_uri()
+        _require_store(tracking_uri)
         client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-        if model is not None:
-            name, version = model
-            try:
-                uri = client.get_model_version(name, version or "1").source
-            except MlflowException:
-                raise FileNotFoundError(_no_model(client, name, version or "1")) from None
+        uri = checkpoint
         try:
+            if checkpoint.startswith(MODELS_URI):
+                uri = _model_source(client, checkpoint)
             local = mlflow.artifacts.download_artifacts(
                 artifact_uri=uri, dst_path=str(dest), tracking_uri=tracking_uri
             )
         except MlflowException as err:
-            first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
-            raise FileNotFoundError(f"cannot download {uri} from {tracking_uri}: {first}") from None
+            # a registry that cannot answer, or a source that cannot be downloaded
+            raise FileNotFoundError(
+                f"cannot read {uri} from {tracking_uri}: {_first_line(err)}"
+            ) from None
         return Path(local)
     if "://" in checkpoint:
         import pyarrow.fs as pafs
 
         fs, remote = pafs.FileSystem.from_uri(checkpoint)
+        if fs.get_file_info(remote).type != pafs.FileType.Directory:
+            raise FileNotFoundError(f"no such directory: {checkpoint}")
         path = dest / (Path(remote).name or "checkpoint")
-        if fs.get_file_info(remote).type == pafs.FileType.Directory:
-            pafs.copy_files(remote, str(path), source_filesystem=fs)
+        pafs.copy_files(remote, str(path), source_filesystem=fs)
     else:
         path = Path(checkpoint).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(
+                f"not a directory: {path}" if path.exists() else f"no such directory: {path}"
+            )
     if not (path / RL_MODULE_DIR).is_dir():
         raise FileNotFoundError(
             f"{checkpoint} is not an RLlib algorithm checkpoint (no {RL_MODULE_DIR})"
@@ -107,21 +121,101 @@ def resolve_checkpoint(checkpoint: str, tracking_uri: str | None, dest: Path) ->
     return path
 
 
-def _no_model(client: Any, name: str, version: str) -> str:
-    """One line: the model version that is not there, and what the registry has."""
+def _require_store(tracking_uri: str) -> None:
+    """NoTrackingStore if `tracking_uri` is an SQLite file that is not there: opening it
+    would create an empty store (tables and all) as a side effect of a read."""
+    if not tracking_uri.startswith("sqlite:"):
+        return  # a server or another database: nothing is created by asking it
+    from sqlalchemy.engine import make_url
+
+    database = make_url(tracking_uri).database
+    if database and database != ":memory:" and not Path(database).exists():
+        raise NoTrackingStore(f"no MLflow tracking store at {database} ({tracking_uri})")
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:300] if text else type(err).__name__
+
+
+def _model_source(client: Any, checkpoint: str) -> str:
+    """The source (a runs:/ URI) of the registered model version a models:/ URI names:
+    models:/<name>/<version>, models:/<name>/latest (the newest version),
+    models:/<name>@<alias>, or models:/<name> (version 1). FileNotFoundError, naming
+    what the registry has, when there is no such version, alias or model; the
+    registry's other errors (MlflowException) go to the caller."""
+    from mlflow.exceptions import MlflowException
+
+    by_alias = parse_model_alias_uri(checkpoint)
+    name, version = by_alias or parse_model_version_uri(checkpoint) or (checkpoint, None)
     try:
-        versions = [v.version for v in client.search_model_versions(f"name='{name}'")]
-    except Exception:  # noqa: BLE001 - the message only
+        if by_alias is not None:
+            return client.get_model_version_by_alias(name, version).source
+        version = version or "1"
+        if version == LATEST_VERSION:
+            numbers = _versions(client, name)
+            if not numbers:
+                raise FileNotFoundError(_no_model(client, name, version))
+            version = str(numbers[-1])
+        elif not version.isdigit():
+            raise FileNotFoundError(
+                f"{version!r} is no version: give a number, {MODELS_URI}{name}/"
+                f"{LATEST_VERSION} or {MODELS_URI}{name}@<alias>"
+            )
+        return client.get_model_version(name, version).source
+    except MlflowException as err:
+        # MLflow answers an unknown alias with INVALID_PARAMETER_VALUE, the rest with
+        # RESOURCE_DOES_NOT_EXIST; any other error is the registry's, not the URI's
+        missing_codes = {"RESOURCE_DOES_NOT_EXIST"}
+        if by_alias is not None:
+            missing_codes.add("INVALID_PARAMETER_VALUE")
+        if err.error_code not in missing_codes:
+            raise
+        missing = f"@{version}" if by_alias is not None else str(version)
+        raise FileNotFoundError(_no_model(client, name, missing)) from None
+
+
+def _versions(client: Any, name: str) -> list[int]:
+    """The version numbers of a registered model, ascending ([] for none or no model).
+    MLflow's model versions carry their number as an int or a str by store: int() both."""
+    found = client.search_model_versions(f"name='{name}'")
+    return sorted(int(v.version) for v in found)
+
+
+def _no_model(client: Any, name: str, version: str) -> str:
+    """One line: the model version (a number, `latest` or `@alias`) that is not there,
+    and what the registry has: the model's versions and aliases, else its models."""
+    try:
+        model = client.get_registered_model(name)
+    except Exception:  # noqa: BLE001 - the message only: no such model, or unreadable
+        model = None
+    try:
+        versions = _versions(client, name) if model is not None else []
+    except Exception:  # noqa: BLE001
         versions = []
-    if versions:
-        have = f"{name} has versions {', '.join(sorted(versions, key=int))}"
-    else:
+    missing = (
+        f"no alias {version} of model {name}"
+        if version.startswith("@")
+        else f"no model version {name}/{version}"
+    )
+    if model is None:
         try:
             names = sorted(m.name for m in client.search_registered_models(max_results=20))
         except Exception:  # noqa: BLE001
             names = []
         have = "registered models: " + (", ".join(names) if names else "none")
-    return f"no model version {name}/{version} in {client.tracking_uri}; {have}"
+    else:
+        have = (
+            f"{name} has versions {', '.join(map(str, versions))}"
+            if versions
+            else f"{name} has no versions"
+        )
+        aliases = getattr(model, "aliases", None) or {}
+        if aliases:
+            have += "; aliases " + ", ".join(
+                f"@{a} (version {v})" for a, v in sorted(aliases.items())
+            )
+    return f"{missing} in {client.tracking_uri}; {have}"
 
 
 def _act(module: Any, obs: Any) -> Any:
@@ -150,8 +244,6 @@ def evaluate_checkpoint(
     """Mean return of `episodes` deterministic episodes of a checkpoint's policy; for a
     multi-agent sweep's checkpoint, summed over agents, and per agent and per policy in
     `agent_returns` / `module_returns` (`Evaluation.score(metric)` picks the metric's)."""
-    from ray.rllib.core.rl_module.rl_module import RLModule
-
     with tempfile.TemporaryDirectory() as tmp:
         path = resolve_checkpoint(checkpoint, tracking_uri, Path(tmp))
         meta_file = path / CHECKPOINT_META
@@ -165,15 +257,8 @@ def evaluate_checkpoint(
         )
         # the observations as the policy saw them (normalize_observations), else as is
         seen = filter_from_checkpoint(path) or _as_is
-        if multi_agent is None:
-            modules = {None: RLModule.from_checkpoint(str(path / MODULE_DIR))}
-        elif render_to is not None:
-            raise ValueError("rendering plays single-agent checkpoints only")
-        else:
-            modules = {
-                pid: RLModule.from_checkpoint(str(path / RL_MODULE_DIR / pid))
-                for pid in multi_agent.policies
-            }
+        with _quiet_rlmodule_config_deprecation():
+            modules = _restore_modules(path, multi_agent, render_to)
     wrappers = meta.get("wrappers")  # absent from checkpoints of tuner < Atari support
     register_env(meta["env"], wrappers)
     env_config = dict(meta.get("env_config") or {})
@@ -200,6 +285,49 @@ def evaluate_checkpoint(
     out.mean_return = float(np.mean(out.returns))
     out.std_return = float(np.std(out.returns))
     return out
+
+
+# What RLlib 2.60 logs on every RLModule restore: RLModule.__init__ itself builds the
+# deprecated RLModuleConfig, so the user (and tuner) can do nothing about it.
+RLMODULE_CONFIG_DEPRECATION = "`RLModule(config=[RLModuleConfig object])` has been deprecated"
+
+
+@contextmanager
+def _quiet_rlmodule_config_deprecation() -> Iterator[None]:
+    """Drop RLlib's one DeprecationWarning about RLModuleConfig while restoring: RLlib
+    logs it (logging, not `warnings`) through the logger of its `deprecation_warning`;
+    every other record of that logger, other deprecations included, still shows."""
+    from ray.rllib.utils import deprecation_warning
+
+    log = logging.getLogger(deprecation_warning.__module__)
+
+    def keep(record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (
+            message.startswith("DeprecationWarning") and RLMODULE_CONFIG_DEPRECATION in message
+        )
+
+    log.addFilter(keep)
+    try:
+        yield
+    finally:
+        log.removeFilter(keep)
+
+
+def _restore_modules(
+    path: Path, multi_agent: MultiAgentSpec | None, render_to: Path | None
+) -> dict[Any, Any]:
+    """The checkpoint's RLModules: {None: module}, or each policy's of a multi-agent sweep."""
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    if multi_agent is None:
+        return {None: RLModule.from_checkpoint(str(path / MODULE_DIR))}
+    if render_to is not None:
+        raise ValueError("rendering plays single-agent checkpoints only")
+    return {
+        pid: RLModule.from_checkpoint(str(path / RL_MODULE_DIR / pid))
+        for pid in multi_agent.policies
+    }
 
 
 def _as_is(agent: Any, obs: Any) -> Any:
