@@ -12,8 +12,8 @@ import re
 
 # -- tags: how runs are found again -------------------------------------------------------
 TAG_PARENT = "mlflow.parentRunId"  # MLflow's own nesting tag
-# ours are model training (runs, metrics, models), not GenAI (traces): earlier MLflow 3 UIs
-# opened an experiment in the view this tag names; 3.17's goes by the link (`run_url`)
+# MLflow 3's UI opens an experiment in the view this experiment tag names: ours are
+# model training (runs, metrics, models), not its GenAI view (traces)
 TAG_EXPERIMENT_KIND, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 TAG_RUN = "tuner.run"  # the sweep's run name (the service: the sweep id)
 TAG_TRIAL = "tuner.trial_id"  # a child run's Tune trial id
@@ -30,16 +30,6 @@ TAG_ERRORED = "tuner.errored_trials"  # on the parent: trials in ERROR after the
 TAG_NODE_IP, TAG_NODE_ID, TAG_DEVICE = "tuner.node_ip", "tuner.node_id", "tuner.device"
 TAG_REPLAY = "tuner.replay"  # DQN / SAC: "flat" or "rllib (why)" (tuner/rllib/_fast_replay.py)
 TAG_BEST_TRIAL, TAG_BEST_RUN = "tuner.best_trial_id", "tuner.best_run_id"
-# the answer's kind ("confirmation" or "search"), the trial its checkpoint comes from, its
-# registered model version, and the search's own best trial beside it
-TAG_BEST_SOURCE = "tuner.best_source"
-TAG_BEST_CHECKPOINT_TRIAL = "tuner.best_checkpoint_trial_id"
-TAG_BEST_MODEL = "tuner.best_model_version"
-TAG_SEARCH_BEST_TRIAL = "tuner.search_best_trial_id"
-# on a registered model version: the search trial whose config it is, the config, the
-# checkpoint's seed and the score (the confirmed mean, else the search score)
-TAG_MODEL_CONFIG_OF, TAG_MODEL_CONFIG = "tuner.config_of", "tuner.config"
-TAG_MODEL_SEED, TAG_MODEL_SCORE = "tuner.seed", "tuner.score"
 TAG_PARETO = "tuner.pareto"  # "true" on the child run of each Pareto front member
 TAG_OBJECTIVES = "tuner.objectives"  # parent: the objectives' metrics, comma-joined
 # what ran, with which versions (on the parent run)
@@ -108,7 +98,6 @@ ITERATION_KEY = "training_iteration"
 # the parent run's statistics of the best confirmed config
 CONFIRMED_MEAN, CONFIRMED_STD = "confirmed.mean", "confirmed.std"
 CONFIRMED_CI_LOW, CONFIRMED_CI_HIGH = "confirmed.ci95_low", "confirmed.ci95_high"
-CONFIRMED_IQM = "confirmed.iqm"
 CONFIRMATION_ARTIFACT = "confirmation.json"  # parent: every confirmed config
 PARETO_ARTIFACT = "pareto.json"  # parent: the Pareto front, objectives and members
 
@@ -189,24 +178,8 @@ def parse_model_alias_uri(uri: str) -> tuple[str, str] | None:
     return (name, alias) if at and "/" not in rest else None
 
 
-# MLflow's UI opens every experiment and run in its GenAI view (traces, judges,
-# evaluations) unless the link asks for model training, whatever the experiment's tags
-# say. It reads the choice from the query of its hash route: after the '#/...' path; a
-# query before the '#' is never seen and leaves the GenAI view.
-UI_MODEL_TRAINING = "?workflowType=machine_learning"
-
-
-def experiment_url(ui_url: str | None, experiment_id: str | None) -> str | None:
-    """Link to an experiment's runs table in the MLflow UI, in its model-training view
-    (None without a UI or an experiment)."""
-    if not (ui_url and experiment_id):
-        return None
-    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs{UI_MODEL_TRAINING}"
-
-
 def run_url(ui_url: str | None, experiment_id: str | None, run_id: str | None) -> str | None:
-    """Link to a run's page in the MLflow UI, in its model-training view (None without a
-    UI or a run)."""
+    """Link to a run in the MLflow UI (None without a UI or a run)."""
     if not (ui_url and experiment_id and run_id):
         return None
-    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}{UI_MODEL_TRAINING}"
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
