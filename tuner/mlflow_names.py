@@ -12,8 +12,8 @@ import re
 
 # -- tags: how runs are found again -------------------------------------------------------
 TAG_PARENT = "mlflow.parentRunId"  # MLflow's own nesting tag
-# MLflow 3's UI opens an experiment in the view this experiment tag names: ours are
-# model training (runs, metrics, models), not its GenAI view (traces)
+# ours are model training (runs, metrics, models), not GenAI (traces): earlier MLflow 3 UIs
+# opened an experiment in the view this tag names; 3.17's goes by the link (`run_url`)
 TAG_EXPERIMENT_KIND, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 TAG_RUN = "tuner.run"  # the sweep's run name (the service: the sweep id)
 TAG_TRIAL = "tuner.trial_id"  # a child run's Tune trial id
@@ -178,8 +178,24 @@ def parse_model_alias_uri(uri: str) -> tuple[str, str] | None:
     return (name, alias) if at and "/" not in rest else None
 
 
+# MLflow's UI opens every experiment and run in its GenAI view (traces, judges,
+# evaluations) unless the link asks for model training, whatever the experiment's tags
+# say. It reads the choice from the query of its hash route: after the '#/...' path; a
+# query before the '#' is never seen and leaves the GenAI view.
+UI_MODEL_TRAINING = "?workflowType=machine_learning"
+
+
+def experiment_url(ui_url: str | None, experiment_id: str | None) -> str | None:
+    """Link to an experiment's runs table in the MLflow UI, in its model-training view
+    (None without a UI or an experiment)."""
+    if not (ui_url and experiment_id):
+        return None
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs{UI_MODEL_TRAINING}"
+
+
 def run_url(ui_url: str | None, experiment_id: str | None, run_id: str | None) -> str | None:
-    """Link to a run in the MLflow UI (None without a UI or a run)."""
+    """Link to a run's page in the MLflow UI, in its model-training view (None without a
+    UI or a run)."""
     if not (ui_url and experiment_id and run_id):
         return None
-    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}{UI_MODEL_TRAINING}"
