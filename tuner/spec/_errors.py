@@ -33,8 +33,11 @@ class SpecError(ValueError):
 
 
 def did_you_mean(name: str, known: Any) -> str:
-    """ "; did you mean `x`?" for the closest of `known` names, or "" where none is close."""
-    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    """ "; did you mean `x`?" for the closest of `known` names (the same name in another
+    case first: `ppo` -> `PPO`, which difflib alone misses), or "" where none is close."""
+    names = sorted(known)
+    close = [k for k in names if k.lower() == name.lower()]
+    close = close or difflib.get_close_matches(name, names, n=1, cutoff=0.75)
     return f"; did you mean `{close[0]}`?" if close else ""
 
 

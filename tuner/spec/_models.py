@@ -20,6 +20,7 @@ from pydantic import (
 from tuner import algorithms as registry
 from tuner.mlflow_names import AGENT_RETURNS, LEARNERS_PREFIX, MODULE_RETURNS, RETURN_KEY
 from tuner.search_spaces import BaseSettings, base_settings
+from tuner.spec._errors import did_you_mean
 
 # Every algorithm and preset of the registry (tuner/algorithms/*.yaml).
 from tuner.spec._sections import (
@@ -218,8 +219,8 @@ class ExperimentSpec(_Model):
         if v in registry.names() or IMPORT_PATH_RE.fullmatch(v):
             return v
         raise ValueError(
-            f"{v!r} is not an algorithm: use one of {', '.join(registry.names())}, or "
-            "your own training loop as 'package.module:name'"
+            f"{v!r} is not an algorithm (one of {', '.join(registry.names())}, or your own "
+            f"training loop as 'package.module:name'){did_you_mean(v, registry.names())}"
         )
 
     @field_validator("env")

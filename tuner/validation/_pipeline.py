@@ -6,8 +6,10 @@
 Every caller goes through `check_source`: `tuner validate / plan / run` with a file's
 text, the API's validator worker with a request body (POST, the dry run, the web form).
 Each stage reports every problem it finds, and the fit is checked beside the semantic
-checks, so one pass returns all that can be found; a stage whose input is broken (text
-that is no data, data that is no spec) ends the pass there.
+checks, so one pass returns all that can be found. Text that is no data ends the pass
+there; data that is no spec still gets the checks that need no spec (unknown RLlib keys
+of a known algorithm, the env id against gymnasium's registry). Code references are
+checked first, as text: while one stands, nothing builds the RLlib config or the env.
 
 The API runs it in a worker process, so the API process never imports RLlib (or
 anything a spec names) and a pathological body cannot stall or crash its event loop.
@@ -93,10 +95,10 @@ def check_source(source: str | bytes, yaml_text: bool, checks: Checks) -> Checke
         data = parse_text(source, yaml_text)
         try:
             out.spec = parse_spec(data)
-        except SpecError as err:  # every problem at once: the config's keys too
-            from tuner.validation._validate import config_key_issues
+        except SpecError as err:  # every problem at once: those that need no spec too
+            from tuner.validation._validate import unparsed_spec_issues
 
-            raise SpecError([*err.issues, *config_key_issues(data)]) from None
+            raise SpecError([*err.issues, *unparsed_spec_issues(data, err.issues)]) from None
         out.space = resolve_space(out.spec)  # once: validation, the fit and the plan share it
         _semantics(out, checks)
     except NestingTooDeep as err:

@@ -19,6 +19,7 @@ from tuner.rllib import (
 )
 from tuner.search_spaces import PB2_KINDS, Domain
 from tuner.spec import (
+    GYM_ID_RE,
     IMPORT_PATH_RE,
     POPULATION_SCHEDULERS,
     ExperimentSpec,
@@ -28,6 +29,7 @@ from tuner.spec import (
     check_space_code_refs,
     did_you_mean,
     integral_floats_as_ints,
+    is_ale_id,
     module_allowed,
     number_setting_issues,
     resolve_space,
@@ -137,8 +139,6 @@ def _validate(
                     msg=f"the spec owns it: set it as `{_OWNED_BY_SPEC[key]}`, not searched",
                 )
             )
-    if refs:
-        raise SpecError(refs)
     user_code = any(
         isinstance(v, str) and IMPORT_PATH_RE.fullmatch(v)
         for v in _strings(spec.config) + _strings(spec.model)
@@ -194,8 +194,9 @@ def _validate(
     issues += q_encoder_issues(spec, space)
     issues += population_issues(spec, space)
     issues += normalize_issues(spec, space)
-    if issues:
-        raise SpecError(issues)
+    issues += env_id_issues(spec.env)
+    if refs or issues:  # every problem at once; nothing above built or imported anything
+        raise SpecError([*refs, *issues])
     if user_code:  # RLlib would import them while building the config: the driver checks
         warnings.append(
             "the config names code by import path: RLlib's own checks of the built config "
@@ -295,6 +296,49 @@ def unknown_setting(loc: str, value: Any, algorithm: str, known: frozenset[str])
     key = loc.rsplit(".", 1)[-1]
     msg = f"unknown RLlib {algorithm} setting{did_you_mean(key, known)}"
     return SpecIssue(loc=loc, value=value, msg=msg)
+
+
+def env_id_issues(env: Any) -> list[SpecIssue]:
+    """`env` where it is a gymnasium id gymnasium does not know, with the closest one it
+    does (`CartPol-v1` -> `CartPole-v1`). A look-up in gymnasium's registry, as gym.make
+    does it (an id without a version is its latest): nothing is built, nothing a spec
+    names is imported. An import path, or an ALE id without ale-py here, is left to the
+    env's build."""
+    if not isinstance(env, str) or not GYM_ID_RE.fullmatch(env):
+        return []
+    import gymnasium as gym
+    from gymnasium.envs.registration import find_highest_version, parse_env_id
+
+    if is_ale_id(env):  # ALE ids exist once ale-py registers them
+        try:
+            import ale_py
+        except ImportError:
+            return []
+        gym.register_envs(ale_py)
+    if env in gym.registry:
+        return []
+    try:
+        namespace, name, version = parse_env_id(env)
+    except gym.error.Error:
+        pass
+    else:
+        if version is None and find_highest_version(namespace, name) is not None:
+            return []
+    hint = did_you_mean(env, gym.registry)
+    return [SpecIssue(loc="env", value=env, msg=f"not a registered gymnasium id{hint}")]
+
+
+def unparsed_spec_issues(data: Any, found: Sequence[SpecIssue]) -> list[SpecIssue]:
+    """For data that is no spec (its schema failed with `found`): the problems that need
+    no valid spec, reported beside the schema's so one pass says them all: the unknown
+    RLlib settings and strings among its number settings under `config` (where
+    `algorithm` is one of ours) and an env id gymnasium does not know (where the schema
+    said nothing about `env`). Only default configs and registries are read: nothing of
+    the spec is built or imported."""
+    issues = config_key_issues(data)
+    if isinstance(data, dict) and not any(i.loc == "env" for i in found):
+        issues += env_id_issues(data.get("env"))
+    return issues
 
 
 def config_key_issues(data: Any) -> list[SpecIssue]:
@@ -433,6 +477,7 @@ def _validate_custom(
                 )
             )
     refs += population_issues(spec, space)
+    refs += env_id_issues(spec.env)
     if spec.normalize_observations:
         refs.append(
             SpecIssue(
