@@ -34,8 +34,11 @@ class Settings(BaseSettings):
     )
     ray_address: str | None = Field(
         None,
-        description="An existing Ray cluster, by its dashboard's http(s):// URL (the Jobs API, "
-        "e.g. http://head:8265); empty: a local Ray started for you.",
+        description="An existing Ray cluster, as Ray's job client takes it: its dashboard's "
+        "http(s):// URL (the Jobs API, e.g. http://head:8265), its GCS address (head:6379), "
+        "`auto` (the cluster started on this machine) or a Ray Client address "
+        "(ray://head:10001). The last three are resolved to the dashboard through Ray when "
+        "first used, so the cluster must be up then. Empty: a local Ray started for you.",
     )
     storage_path: str | None = Field(
         None,
@@ -154,14 +157,43 @@ class Settings(BaseSettings):
 
     @field_validator("ray_address")
     @classmethod
-    def _jobs_url(cls, value: str | None) -> str | None:
-        if not value or value.startswith(("http://", "https://")):
+    def _ray_address(cls, value: str | None) -> str | None:
+        # The forms Ray's JobSubmissionClient takes. Only their shape is checked here (no
+        # cluster needed); tuner.launcher resolves all but the URL through Ray at first use.
+
+        def host_port(text: str, *, port_needed: bool) -> bool:
+            """host:port, an IPv6 host in brackets, the port 1 to 65535 (a URL's scheme
+            implies its port: there it may be left out)."""
+            if text.startswith("["):
+                host, bracket, tail = text[1:].partition("]")
+                if not bracket or (tail and not tail.startswith(":")):
+                    return False
+                colon, port = bool(tail), tail[1:]
+            elif text.count(":") > 1:  # an IPv6 address without its brackets
+                return False
+            else:
+                host, colon_text, port = text.partition(":")
+                colon = bool(colon_text)
+            if not host or any(ch.isspace() or ch in "/?#@" for ch in host):
+                return False
+            if not colon:
+                return not port_needed
+            return port.isdigit() and 0 < int(port) < 65536
+
+        value = (value or "").strip()
+        if not value or value == "auto":
             return value or None
-        form = "a Ray Client address" if value.startswith("ray://") else "a GCS address"
-        host = value.removeprefix("ray://").rsplit(":", 1)[0] or "HEAD"
+        scheme, sep, rest = value.partition("://")
+        if sep:
+            authority = rest.split("/", 1)[0].rpartition("@")[2]  # user:password@ aside
+            if scheme in ("http", "https", "ray") and host_port(authority, port_needed=False):
+                return value
+        elif host_port(value, port_needed=True):
+            return value  # a GCS address
         raise ValueError(
-            f"{value!r} is {form}; sweeps go to the cluster as Ray Jobs, through its "
-            f"dashboard: give its http(s):// URL, e.g. http://{host}:8265"
+            f"{value!r} is no Ray address: give the dashboard's URL (http://HEAD:8265), the "
+            "GCS address (HEAD:6379), auto (the cluster started on this machine) or a Ray "
+            "Client address (ray://HEAD:10001)"
         )
 
     @field_validator("cluster_max_nodes")

@@ -259,20 +259,3 @@ def test_a_head_exit_over_a_port_is_recognised(tail, conflict):
     from tuner.launcher._head import port_conflict
 
     assert port_conflict(tail) is conflict
-
-
-@pytest.mark.parametrize(
-    "address, form",
-    [("127.0.0.1:6379", "a GCS address"), ("ray://head:10001", "a Ray Client address")],
-)
-def test_a_ray_address_that_is_not_the_jobs_url_is_refused_naming_the_setting(address, form):
-    """Ray's GCS and client address forms would pass start-up and fail every sweep (the
-    Jobs API wants the dashboard's URL): the setting is refused, saying what to give."""
-    from pydantic import ValidationError
-
-    with pytest.raises(ValidationError) as err:
-        Settings(ray_address=address)
-    (issue,) = err.value.errors()
-    assert issue["loc"] == ("ray_address",)
-    assert form in issue["msg"] and ":8265" in issue["msg"]
-    assert Settings(ray_address="https://head:8265").ray_address == "https://head:8265"

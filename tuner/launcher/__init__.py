@@ -6,6 +6,8 @@ state API, over HTTP with a deadline on every request.
 - `_jobs.py`: RayJobs, submit / status / stop / logs of the sweeps' driver jobs
 - `_cluster.py`: ClusterNodes, the alive nodes and their resources
 - `_local.py`: ensure_ray, the Ray a sweep's driver process connects to or starts
+- `_address.py`: dashboard_url, the Jobs API's URL from any address Ray's job client
+  takes (TUNER_RAY_ADDRESS: the URL itself, `auto`, host:port of the GCS, ray://)
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ log = logging.getLogger("tuner.launcher")
 
 
 def _is_loopback(address: str) -> bool:
+    """Whether a Ray address or dashboard URL is on this machine (`auto`: Ray's own word
+    for the cluster started here)."""
+    if address == "auto":
+        return True
     host = address.split("://")[-1].split(":")[0]
     return host in {"127.0.0.1", "localhost", "::1", "[::1]"}
 
@@ -86,12 +92,17 @@ class Launcher:
 
     def _wait_for_job_agent(self, url: str, deadline: float) -> None:
         jobs = RayJobs(url, self.settings.ray_request_timeout_s)
+        last: JobsError | None = None
         while time.monotonic() < deadline:
             try:
                 jobs.list()
                 return
-            except JobsError:  # the job agent comes up after the dashboard
+            except JobsError as err:  # the job agent comes up after the dashboard
+                last = err
                 time.sleep(0.5)
+        # serving goes on (the cluster may come up later; submissions retry), but the
+        # reason is said once here, not only in each failed submission
+        log.warning("the Ray job server at %s did not answer yet: %s", url, last or "no time")
 
     @property
     def temp_dir(self) -> str:
@@ -149,9 +160,10 @@ class Launcher:
 
     def submit(self, experiment_id: str, job_id: str, resume: bool) -> str:
         """Submits the driver of one sweep as job `job_id` (idempotent); returns the id."""
-        python = self.settings.driver_python or (
-            sys.executable if _is_loopback(self.start()) else "python"
-        )
+        # the address as given or its dashboard's URL: Ray may name this machine's
+        # dashboard by the node's IP
+        here = _is_loopback(self.start()) or _is_loopback(self.jobs.url)
+        python = self.settings.driver_python or (sys.executable if here else "python")
         entrypoint = f"{python} -m tuner.sweep {experiment_id}" + (" --resume" if resume else "")
         return self.jobs.submit(
             job_id,

@@ -9,13 +9,15 @@ from typing import Any
 
 import httpx
 
+from tuner.launcher._address import dashboard_url
 from tuner.launcher._jobs import auth_headers, tls_context
 
 log = logging.getLogger("tuner.launcher")
 
 
 class ClusterNodes:
-    """Alive nodes of one cluster, cached: a node list, or a failure, is reused for
+    """Alive nodes of one cluster (`address`: any form Ray's job client takes, resolved
+    to the dashboard at the first read), cached: a node list, or a failure, is reused for
     `max_age_s`; an empty list (a head whose node has not registered yet) is not."""
 
     def __init__(self, address: str, timeout_s: float) -> None:
@@ -26,7 +28,7 @@ class ClusterNodes:
     def read(self) -> list[dict[str, Any]]:
         """Each alive node: {node_id, node_ip, is_head, resources}; raises on failure."""
         response = httpx.get(
-            f"{self.address}/api/v0/nodes",
+            f"{dashboard_url(self.address, self.timeout_s)}/api/v0/nodes",
             params={"limit": 10000},
             headers=auth_headers(),
             timeout=self.timeout_s,

@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx
 
+from tuner.launcher._address import ClusterUnreachable, dashboard_url
+
 JOB_TERMINAL = {"STOPPED", "SUCCEEDED", "FAILED"}
 
 
@@ -72,9 +74,10 @@ _NOT_SENT = (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.ProxyErr
 
 
 class RayJobs:
-    """Submit, follow and stop Ray Jobs on one cluster's dashboard. `transport`: httpx's
-    (tests pass an httpx.MockTransport); default a fresh connection per request, with the
-    TLS settings made once (`tls_context`)."""
+    """Submit, follow and stop Ray Jobs on one cluster's dashboard. `address`: any form
+    Ray's job client takes (tuner.launcher._address), resolved to the dashboard's URL at
+    the first request. `transport`: httpx's (tests pass an httpx.MockTransport); default
+    a fresh connection per request, with the TLS settings made once (`tls_context`)."""
 
     def __init__(
         self, address: str, timeout_s: float, transport: httpx.BaseTransport | None = None
@@ -83,14 +86,22 @@ class RayJobs:
         self.timeout_s = timeout_s
         self.transport = transport
 
+    @property
+    def url(self) -> str:
+        """The dashboard's URL; JobsUnavailable while a GCS or Ray Client address cannot
+        be resolved (the cluster down or unreachable: worth trying again)."""
+        try:
+            return dashboard_url(self.address, self.timeout_s)
+        except ClusterUnreachable as err:
+            raise JobsUnavailable(str(err)) from err
+
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        url = self.url
         try:
             with httpx.Client(
                 transport=self.transport, timeout=self.timeout_s, verify=tls_context()
             ) as client:
-                response = client.request(
-                    method, f"{self.address}{path}", headers=auth_headers(), **kwargs
-                )
+                response = client.request(method, f"{url}{path}", headers=auth_headers(), **kwargs)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as err:
             raise JobsUnavailable(f"{method} {path}: {err!r}") from err
         except httpx.TimeoutException as err:  # sent; the answer never came
