@@ -30,6 +30,16 @@ TAG_ERRORED = "tuner.errored_trials"  # on the parent: trials in ERROR after the
 TAG_NODE_IP, TAG_NODE_ID, TAG_DEVICE = "tuner.node_ip", "tuner.node_id", "tuner.device"
 TAG_REPLAY = "tuner.replay"  # DQN / SAC: "flat" or "rllib (why)" (tuner/rllib/_fast_replay.py)
 TAG_BEST_TRIAL, TAG_BEST_RUN = "tuner.best_trial_id", "tuner.best_run_id"
+# the answer's kind ("confirmation" or "search"), the trial its checkpoint comes from, its
+# registered model version, and the search's own best trial beside it
+TAG_BEST_SOURCE = "tuner.best_source"
+TAG_BEST_CHECKPOINT_TRIAL = "tuner.best_checkpoint_trial_id"
+TAG_BEST_MODEL = "tuner.best_model_version"
+TAG_SEARCH_BEST_TRIAL = "tuner.search_best_trial_id"
+# on a registered model version: the search trial whose config it is, the config, the
+# checkpoint's seed and the score (the confirmed mean, else the search score)
+TAG_MODEL_CONFIG_OF, TAG_MODEL_CONFIG = "tuner.config_of", "tuner.config"
+TAG_MODEL_SEED, TAG_MODEL_SCORE = "tuner.seed", "tuner.score"
 TAG_PARETO = "tuner.pareto"  # "true" on the child run of each Pareto front member
 TAG_OBJECTIVES = "tuner.objectives"  # parent: the objectives' metrics, comma-joined
 # what ran, with which versions (on the parent run)
@@ -98,6 +108,7 @@ ITERATION_KEY = "training_iteration"
 # the parent run's statistics of the best confirmed config
 CONFIRMED_MEAN, CONFIRMED_STD = "confirmed.mean", "confirmed.std"
 CONFIRMED_CI_LOW, CONFIRMED_CI_HIGH = "confirmed.ci95_low", "confirmed.ci95_high"
+CONFIRMED_IQM = "confirmed.iqm"
 CONFIRMATION_ARTIFACT = "confirmation.json"  # parent: every confirmed config
 PARETO_ARTIFACT = "pareto.json"  # parent: the Pareto front, objectives and members
 

@@ -12,10 +12,10 @@ import json
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, WithJsonSchema
 
 from tuner import statuses
-from tuner.mlflow_names import STAGE_SEARCH, run_url
+from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH, run_url
 from tuner.statuses import SweepStatus, TrialStatus
 
 
@@ -118,10 +118,33 @@ class ParetoMember(_View):
     )
 
 
-class BestTrial(_View):
-    """The best trial of a sweep."""
+class SearchBest(_View):
+    """The search's best trial by its score under the spec's scope, kept beside the
+    confirmed answer under its own name."""
 
     trial_id: str
+    config: dict[str, Any] = Field(..., description="Its sampled values.")
+    seed: int | None = None
+    metric_value: float = Field(..., description="Its score: the metric under scope.")
+    scope: str = Field("last-5-avg", description="How trials were ranked (the spec's scope).")
+    checkpoint: str | None = None
+
+
+class BestTrial(_View):
+    """The sweep's answer: the config to use, its score, and the checkpoint (and model
+    version) that comes with it. With a confirmation, the config that ranked first over
+    fresh seeds; without one, the search's best trial. tuner.sweep decides it once
+    (`the_answer`) and every surface shows this."""
+
+    trial_id: str = Field(
+        ..., description="The search trial whose config this is (with a confirmation too)."
+    )
+    source: str = Field(
+        STAGE_SEARCH,
+        json_schema_extra={"enum": [STAGE_CONFIRM, STAGE_SEARCH]},
+        description="confirm: the config with the best mean over fresh seeds; "
+        "search: the search's best trial by its score (no confirmation ran or finished).",
+    )
     config: dict[str, Any] = Field(..., description="Its sampled values.")
     full_config: dict[str, Any] = Field(
         default_factory=dict,
@@ -135,13 +158,34 @@ class BestTrial(_View):
         "default (num_envs_per_env_runner): paste under the spec's `resources`, with "
         "full_config under `config`, to rerun it as it ran.",
     )
-    seed: int | None = None
-    metric_value: float = Field(..., description="Its ranking value (the metric under scope).")
+    seed: int | None = Field(
+        None,
+        description="The seed of the run its checkpoint comes from (with a confirmation: "
+        "the median-score seed's).",
+    )
+    metric_value: float = Field(
+        ..., description="Its search trial's score: the metric under scope."
+    )
     scope: str = Field("last-5-avg", description="How trials were ranked (the spec's scope).")
-    checkpoint: str | None = None
+    checkpoint: str | None = Field(
+        None,
+        description="The checkpoint to deploy: with a confirmation, its median-score seed's "
+        "(the one registered in MLflow); else the search trial's best.",
+    )
+    checkpoint_trial_id: str | None = Field(
+        None, description="The trial that checkpoint comes from."
+    )
+    model_version: str | None = Field(
+        None, description="models:/<name>/<version> registered from that checkpoint."
+    )
     mlflow_run_id: str | None = None
     confirmed: ConfirmedConfig | None = Field(
-        None, description="With confirmation: the config that ranked first over fresh seeds."
+        None, description="With confirmation: its scores over fresh seeds (mean, CI, IQM)."
+    )
+    search_best: SearchBest | None = Field(
+        None,
+        description="With confirmation: the search's best trial by its score under scope "
+        "(it can be another config: a single seed's winner is often luck).",
     )
 
 
@@ -207,6 +251,12 @@ class SweepSummary(_View):
     warnings: list[str] = Field(default_factory=list)
     path: str | None = Field(None, description="Tune experiment directory.")
     mlflow: MlflowLinks | None = None
+    # each trial's Tune config by trial id (what the answer's full_config derives from)
+    _tune_configs: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+
+    def tune_config(self, trial_id: str) -> dict[str, Any]:
+        """A trial's Tune config as it ran ({} when not known)."""
+        return self._tune_configs.get(trial_id, {})
 
 
 class ExperimentView(_View):
@@ -481,6 +531,7 @@ def with_mlflow_url(trial: TrialView, ui_url: str | None, experiment_id: str | N
 
 __all__ = [
     "BestTrial",
+    "SearchBest",
     "ClusterView",
     "ConfirmedConfig",
     "ExampleSpec",

@@ -33,15 +33,18 @@ RESUMABLE = {
 
 
 def tuner_run(spec_path: Path, data: Path, *extra: str, **env: str) -> subprocess.Popen:
-    """`tuner run SPEC --output json` in a process group of its own (stdout piped)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "tuner.cli", "run", str(spec_path), "--output", "json", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "TUNER_DATA_DIR": str(data), **env},
-        start_new_session=True,
-        text=True,
-    )
+    """`tuner run SPEC --output json` in a process group of its own (stdout piped, stderr
+    appended to DATA/stderr.log: what a failing test shows)."""
+    data.mkdir(parents=True, exist_ok=True)
+    with (data / "stderr.log").open("a") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tuner.cli", "run", str(spec_path), "--output", "json", *extra],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env={**os.environ, "TUNER_DATA_DIR": str(data), **env},
+            start_new_session=True,
+            text=True,
+        )
 
 
 def wait_while_running(

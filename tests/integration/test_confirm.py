@@ -67,7 +67,7 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
 
     again = tuner_run(spec_path, data, "--resume")
     out, _ = again.communicate(timeout=600)
-    assert again.returncode == 0, out
+    assert again.returncode == 0, (data / "stderr.log").read_text()[-3000:]
     summary = json.loads(out)
     # no search trial ran again: their histories are as they were at the Ctrl-C
     for path in results.glob("confirmed_????????-??????/TunerPPO_*/result.json"):
@@ -92,8 +92,20 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
         assert c["scores"] == [r["score"] for r in runs]  # no evaluation: the scope value
         assert c["ci95"][0] <= c["mean"] <= c["ci95"][1] and c["std"] >= 0
         assert min(c["scores"]) <= c["iqm"] <= max(c["scores"])
-    assert summary["best"]["confirmed"] == confirmation[0]
-    assert summary["best"]["scope"] == "last"
+    # one answer: the confirmed winner is `best`, its model the median seed's checkpoint
+    best = summary["best"]
+    assert best["source"] == names.STAGE_CONFIRM
+    assert best["confirmed"] == confirmation[0]
+    assert best["trial_id"] == confirmation[0]["trial_id"]
+    assert best["config"] == confirmation[0]["config"]
+    assert best["checkpoint"] == confirmation[0]["checkpoint"]
+    assert best["checkpoint_trial_id"] == confirmation[0]["median_trial_id"]
+    assert best["seed"] == by_id[confirmation[0]["median_trial_id"]]["seed"]
+    assert best["model_version"] == summary["mlflow"]["model_version"]
+    assert best["scope"] == "last"
+    top_search = max(search, key=lambda t: t["score"])
+    assert best["search_best"]["trial_id"] == top_search["trial_id"]
+    assert best["search_best"]["metric_value"] == top_search["score"]
 
     client = MlflowClient(tracking_uri=f"sqlite:///{data / 'mlflow.db'}")
     parent = client.get_run(summary["mlflow"]["parent_run_id"])
@@ -113,6 +125,18 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
     registered = client.get_model_version(names.registered_model("confirmed"), version)
     assert registered.run_id == median["mlflow_run_id"]
     assert registered.source.endswith(Path(confirmation[0]["checkpoint"]).name)
+    # the parent run and the model version name the same answer
+    assert parent.data.tags[names.TAG_BEST_TRIAL] == best["trial_id"]
+    assert parent.data.tags[names.TAG_BEST_SOURCE] == names.STAGE_CONFIRM
+    assert parent.data.tags[names.TAG_BEST_MODEL] == best["model_version"]
+    for key, value in best["config"].items():
+        logged = parent.data.params.get(f"{names.BEST_PREFIX}{key}")
+        moved = parent.data.tags.get(f"{names.MOVED_PARAM_PREFIX}{names.BEST_PREFIX}{key}")
+        assert (moved or logged) == str(value)
+    assert json.loads(registered.tags[names.TAG_MODEL_CONFIG]) == best["config"]
+    assert registered.tags[names.TAG_MODEL_SEED] == str(best["seed"])
+    assert float(registered.tags[names.TAG_MODEL_SCORE]) == confirmation[0]["mean"]
+    assert f"mean {confirmation[0]['mean']:.4g}" in registered.description
 
 
 def test_with_evaluation_a_seeds_score_is_its_final_deterministic_evaluation(ray_local, tmp_path):

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from tuner import validation
 from tuner.settings import Settings
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
     from tuner.tracking import TrackingConfig
     from tuner.views import SweepSummary
 
+from tuner.cli._answer import answer_lines
 from tuner.cli._app import (
     AllowModule,
     _allowed,
@@ -30,6 +30,7 @@ from tuner.cli._app import (
     _print_issues,
     app,
     err,
+    out_console,
     outcome_code,
     print_pareto,
     scheduler_line,
@@ -250,7 +251,7 @@ def tracking_config(settings: Settings) -> TrackingConfig:
 
 
 def _print_summary(summary: SweepSummary) -> None:
-    out = Console()
+    out = out_console()
     for w in summary.warnings:
         out.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     errored = [t for t in summary.trials if t.status == TrialStatus.ERROR]
@@ -263,20 +264,14 @@ def _print_summary(summary: SweepSummary) -> None:
             f"  [red]{t.trial_id}[/red]: {t.error.splitlines()[0] if t.error else ''}",
             highlight=False,
         )
-    if summary.best:
-        b = summary.best
-        trial = next((t for t in summary.trials if t.trial_id == b.trial_id), None)
-        peak_last = ""
-        if trial is not None and trial.best_metric is not None and trial.metric is not None:
-            peak_last = f", peak {trial.best_metric:.4g}, last {trial.metric:.4g}"
-        out.print(
-            f"best trial {b.trial_id}: score {b.metric_value:.4g} ({b.scope} of "
-            f"{summary.metric}){peak_last} (seed {b.seed})",
-            highlight=False,
-        )
-        out.print("config: " + json.dumps(b.config), highlight=False)
-        if b.checkpoint:
-            out.print(f"checkpoint: {b.checkpoint}", highlight=False)
+    b = summary.best
+    trial = next((t for t in summary.trials if b and t.trial_id == b.trial_id), None)
+    peak_last = ""
+    if trial is not None and trial.best_metric is not None and trial.metric is not None:
+        peak_last = f", peak {trial.best_metric:.4g}, last {trial.metric:.4g}"
+    best = b.model_dump(mode="json") if b else None
+    for line in answer_lines(best, summary.metric, peak_last):
+        out.print(line, markup=False, highlight=False)
     print_pareto(
         out,
         [m.model_dump(mode="json") for m in summary.pareto],
@@ -316,8 +311,7 @@ def evaluate(
     """Restore a checkpoint's policy and report its mean return over N episodes."""
     from gymnasium import error as gym_error
 
-    from tuner.rllib import evaluate_checkpoint
-    from tuner.rllib._evaluate import NoTrackingStore
+    from tuner.rllib import NoTrackingStore, evaluate_checkpoint
 
     settings = Settings(data_dir=data_dir) if data_dir else Settings()
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import httpx
 
 
+from tuner.cli._answer import answer_lines
 from tuner.cli._app import app, err, out_console, outcome_code, print_pareto, print_table
 
 
@@ -92,7 +93,19 @@ def submit(
         except KeyboardInterrupt:
             err.print(f"stopped following; the sweep runs on (`tuner stop {exp['id']}` stops it)")
             raise typer.Exit(130) from None
+        out = out_console()
+        out.print(f"{exp['id']}: {exp['status']}", markup=False, highlight=False)
+        print_answer(out, exp)
         raise typer.Exit(outcome_code(exp["status"]))
+
+
+def print_answer(out: Any, exp: dict[str, Any]) -> None:
+    """A sweep's answer (tuner.cli answer_lines) and its MLflow run link."""
+    for line in answer_lines(exp.get("best"), exp["metric"]):
+        out.print(line, markup=False, highlight=False)
+    mlflow = exp.get("mlflow") or {}
+    if mlflow.get("url"):
+        out.print(f"mlflow: {mlflow['url']}", markup=False, highlight=False)
 
 
 def _wait(url: str | None, experiment_id: str, poll_s: float = 2) -> dict:
@@ -204,17 +217,7 @@ def status(
         for t in trials
     ]
     print_table(out, headers, rows, configs=[t["config"] for t in trials])
-    best = exp.get("best")
-    if best:
-        out.print(
-            f"best trial {best['trial_id']}: score {best['metric_value']:.4g} "
-            f"({best.get('scope', exp.get('spec', {}).get('scope'))} of {exp['metric']}), "
-            "config " + json.dumps(best["config"]),
-            markup=False,
-            highlight=False,
-        )
-        if best.get("checkpoint"):
-            out.print(f"checkpoint: {best['checkpoint']}", markup=False, highlight=False)
+    print_answer(out, exp)
     print_pareto(out, exp.get("pareto") or [], exp.get("spec", {}).get("scope", ""))
 
 

@@ -10,7 +10,7 @@ in it imports the driver's Tune wiring, MLflow, Optuna or the store.
 from tuner.rllib._config import build_config, trainable_for
 from tuner.rllib._custom import KINDS, custom_params, custom_resources, is_function, kind_of
 from tuner.rllib._envs import check_env, load_object, make_env, register_env
-from tuner.rllib._evaluate import Evaluation, evaluate_checkpoint
+from tuner.rllib._evaluate import Evaluation, NoTrackingStore, evaluate_checkpoint
 from tuner.rllib._resources import alive_nodes, check_fits, trial_resources
 from tuner.rllib._sac_model import Q_ENCODER, Q_ENCODERS
 from tuner.rllib._settings import (
@@ -65,6 +65,7 @@ __all__ = [
     "TRAINABLES",
     "VECTOR_ENVS_KEY",
     "Evaluation",
+    "NoTrackingStore",
     "alive_nodes",
     "apply_values",
     "as_trial_runs",

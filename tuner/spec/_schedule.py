@@ -37,18 +37,15 @@ def budget_in(spec: ExperimentSpec, time_attr: str) -> float | None:
     budget = {
         STEP_KEY: spec.stop.timesteps_total,
         ITERATION_KEY: spec.stop.training_iteration,
-        "time_total_s": spec.stop.time_total_s,
+        _TIME_KEY: spec.stop.time_total_s,
     }
     return budget.get(time_attr)
 
 
-# A budget's stop criterion by the result key that counts it, in the order a scheduler
-# takes its unit from them: env steps first (the unit budgets are published in).
-_BUDGET_UNITS = (
-    ("timesteps_total", STEP_KEY),
-    ("training_iteration", ITERATION_KEY),
-    ("time_total_s", "time_total_s"),
-)
+# The result keys a budget can be counted in, in the order a scheduler takes its unit
+# from the stop criteria: env steps first (the unit budgets are published in).
+_TIME_KEY = "time_total_s"
+_BUDGET_UNITS = (STEP_KEY, ITERATION_KEY, _TIME_KEY)
 
 
 def budget_unit(spec: ExperimentSpec) -> str:
@@ -59,8 +56,8 @@ def budget_unit(spec: ExperimentSpec) -> str:
     if sched.time_attr is not None:
         return sched.time_attr
     if sched.type in ("asha", "median"):
-        for field, key in _BUDGET_UNITS:
-            if getattr(spec.stop, field):
+        for key in _BUDGET_UNITS:
+            if budget_in(spec, key):
                 return key
     return ITERATION_KEY
 

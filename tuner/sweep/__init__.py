@@ -9,7 +9,14 @@ Nothing here imports FastAPI; the API reaches this package only through a driver
 
 from tuner.sweep._confirm import stats
 from tuner.sweep._graceful import GracefulCtrlC, GracefulStop, StopRequested
-from tuner.sweep._run import StorageError, ensure_ray, latest_run, run_sweep, summarise
+from tuner.sweep._run import (
+    StorageError,
+    ensure_ray,
+    latest_run,
+    run_sweep,
+    summarise,
+    the_answer,
+)
 from tuner.sweep._tuner import build_tuner, param_space, trial_params
 
 __all__ = [
@@ -24,5 +31,6 @@ __all__ = [
     "run_sweep",
     "stats",
     "summarise",
+    "the_answer",
     "trial_params",
 ]

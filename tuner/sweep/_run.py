@@ -48,7 +48,7 @@ from tuner.tracking import (
 )
 from tuner.tune_paths import confirm_run, run_dir
 from tuner.validation import validate_spec
-from tuner.views import BestTrial, SweepSummary, TrialView
+from tuner.views import BestTrial, SearchBest, SweepSummary, TrialView
 
 
 class StorageError(RuntimeError):
@@ -231,11 +231,12 @@ def summarise(
                 summary.best = _best_trial(spec, view, configs[top])
         for field, value in _importance(trials, space, spec.mode).items():
             setattr(summary, field, value)
+    summary._tune_configs = configs
     return summary
 
 
 def _best_trial(spec: ExperimentSpec, view: TrialView, config: dict[str, Any]) -> BestTrial:
-    """The BestTrial of a trial's view and its Tune config."""
+    """The BestTrial of a trial's view and its Tune config (the search's answer)."""
     assert view.score is not None
     derived_config, derived_resources = derived_settings(config, spec)
     return BestTrial(
@@ -247,7 +248,32 @@ def _best_trial(spec: ExperimentSpec, view: TrialView, config: dict[str, Any]) -
         metric_value=view.score,
         scope=spec.scope,
         checkpoint=view.checkpoint,
+        checkpoint_trial_id=view.trial_id,
     )
+
+
+def the_answer(spec: ExperimentSpec, summary: SweepSummary) -> BestTrial | None:
+    """The sweep's answer, the one `best` every surface shows: the confirmed config with
+    the best mean over fresh seeds, with its median seed's checkpoint (the one
+    registered); where no confirmed config has a mean, the search's best trial. The
+    search's best stays beside it as `search_best`."""
+    search = summary.best.search_best if summary.best else None
+    if search is None and summary.best is not None and summary.best.source == STAGE_SEARCH:
+        search = SearchBest(**summary.best.model_dump(include=set(SearchBest.model_fields)))
+    top = next((c for c in summary.confirmation if c.mean is not None), None)
+    by_id = {t.trial_id: t for t in summary.trials}
+    view = by_id.get(top.trial_id) if top is not None else None
+    if top is None or view is None or view.score is None:
+        return summary.best
+    answer = _best_trial(spec, view, summary.tune_config(view.trial_id))
+    median = by_id.get(top.median_trial_id or "")
+    answer.source = STAGE_CONFIRM
+    answer.confirmed = top
+    answer.checkpoint = top.checkpoint
+    answer.checkpoint_trial_id = top.median_trial_id
+    answer.seed = median.seed if median is not None else None
+    answer.search_best = search
+    return answer
 
 
 def _importance(
@@ -343,8 +369,8 @@ def _confirm(
             scores[trial.trial_id] = trial.score
     summary.confirmation = confirmed_configs(spec, candidates, seeds, stage.trials, scores)
     confirmed_values(spec, summary.confirmation, stage.trials, summary.pareto)
-    if summary.best is not None and summary.confirmation:
-        summary.best.confirmed = summary.confirmation[0]
+    summary._tune_configs |= stage._tune_configs
+    summary.best = the_answer(spec, summary)
     if stage.status == SweepStatus.STOPPED:
         summary.status = SweepStatus.STOPPED
 
@@ -487,13 +513,22 @@ def run_sweep(
         member.checkpoint = with_scheme(member.checkpoint, storage_path)
     if summary.best is not None:
         summary.best.checkpoint = with_scheme(summary.best.checkpoint, storage_path)
+        if summary.best.search_best is not None:
+            search = summary.best.search_best
+            search.checkpoint = with_scheme(search.checkpoint, storage_path)
     if tracker is not None:
         links = tracker.finish(summary)
         links.url = tracking.run_url(links.experiment_id, links.parent_run_id)
         summary.mlflow = links
-        if summary.best is not None:
-            summary.best.mlflow_run_id = links.best_run_id
     return summary
 
 
-__all__ = ["StorageError", "ensure_ray", "latest_run", "lookup", "run_sweep", "summarise"]
+__all__ = [
+    "StorageError",
+    "ensure_ray",
+    "latest_run",
+    "lookup",
+    "run_sweep",
+    "summarise",
+    "the_answer",
+]

@@ -7,6 +7,7 @@ Both are Tune callbacks in the driver; they read what tuner.rllib derived for a 
 """
 
 from tuner.tracking._mlflow_metrics import result_metrics
+from tuner.tracking._mlflow_report import model_description
 from tuner.tracking._mlflow_tracker import MLflowTracker, TrackingConfig
 from tuner.tracking._mlflow_writer import open_in_background, open_store
 from tuner.tracking._store_callback import StoreRecorder
@@ -19,6 +20,7 @@ __all__ = [
     "TrackingConfig",
     "WarmStart",
     "find_earlier_sweep",
+    "model_description",
     "open_in_background",
     "open_store",
     "result_metrics",

@@ -23,7 +23,7 @@ from tuner.tracking._mlflow_writer import (
     RunWriter,
     param_value,
 )
-from tuner.views import MlflowLinks, SweepSummary
+from tuner.views import BestTrial, MlflowLinks, SweepSummary
 
 
 class SweepRuns(Protocol):
@@ -46,71 +46,17 @@ def log_sweep_result(tracker: SweepRuns, summary: SweepSummary) -> MlflowLinks:
     Returns where the sweep landed (no UI link: the tracker does not know the UI)."""
     client, parent = tracker.client, tracker.parent_run_id
     out = MlflowLinks(experiment_id=tracker.experiment_id, parent_run_id=parent)
-    best = summary.best
+    best = summary.best  # the answer (tuner.sweep.the_answer): every record names it
     # a stopped sweep's best is the best so far: a version is registered once it ends
     registers = summary.status in (SweepStatus.SUCCEEDED, SweepStatus.PARTIAL)
     if best is not None:
-        best_run = next(
-            (t.mlflow_run_id for t in summary.trials if t.trial_id == best.trial_id), None
-        )
-        out.best_run_id = best_run
-        params = {f"{names.BEST_PREFIX}{k}": v for k, v in best.config.items()}
-        params.update({names.PARAM_BEST_TRIAL: best.trial_id, names.PARAM_BEST_SEED: best.seed})
-        # MLflow params are write-once: a sweep interrupted and resumed reports its best
-        # again. Params already there with another value go in as tags instead.
-        logged = client.get_run(parent).data.params
-        moved = {k: v for k, v in params.items() if k in logged and logged[k] != param_value(v)}
-        params = {k: v for k, v in params.items() if k not in logged}
-        now = int(time.time() * 1000)
-        tracker.runs.log(
-            parent,
-            params=params,
-            metrics=[Metric(names.best_metric(tracker.metric), best.metric_value, now, 0)],
-            tags={
-                names.TAG_BEST_TRIAL: best.trial_id,
-                names.TAG_BEST_RUN: best_run or "",
-                **{f"{names.MOVED_PARAM_PREFIX}{k}": param_value(v) for k, v in moved.items()},
-            },
-        )
-        client.log_text(
-            parent, json.dumps(best.model_dump(mode="json"), indent=2), names.BEST_CONFIG_ARTIFACT
-        )
-        confirmed = best.confirmed
-        if confirmed is not None and confirmed.mean is not None:
-            tracker.runs.log(
-                parent,
-                metrics=[
-                    Metric(k, v, now, 0)
-                    for k, v in {
-                        names.CONFIRMED_MEAN: confirmed.mean,
-                        names.CONFIRMED_STD: confirmed.std,
-                        names.CONFIRMED_CI_LOW: (confirmed.ci95 or [None])[0],
-                        names.CONFIRMED_CI_HIGH: (confirmed.ci95 or [None, None])[-1],
-                    }.items()
-                    if v is not None
-                ],
-            )
-            client.log_text(
-                parent,
-                json.dumps([c.model_dump(mode="json") for c in summary.confirmation], indent=2),
-                names.CONFIRMATION_ARTIFACT,
-            )
-            # the registered model: the best confirmed config's median-score seed
-            median_run = next(
-                (
-                    t.mlflow_run_id
-                    for t in summary.trials
-                    if t.trial_id == confirmed.median_trial_id
-                ),
-                None,
-            )
-            if median_run and confirmed.checkpoint and registers:
-                name = Path(confirmed.checkpoint).name
-                out.model_version = _register(tracker, median_run, name, summary.status)
-        elif best_run and best.checkpoint and registers:
-            out.model_version = _register(
-                tracker, best_run, Path(best.checkpoint).name, summary.status
-            )
+        runs = {t.trial_id: t.mlflow_run_id for t in summary.trials}
+        out.best_run_id = best.mlflow_run_id = runs.get(best.trial_id)
+        model_run = runs.get(best.checkpoint_trial_id or best.trial_id)
+        if model_run and best.checkpoint and registers:
+            out.model_version = _register(tracker, model_run, best, summary)
+            best.model_version = out.model_version
+        _log_best(tracker, best, summary)
     _log_importance(tracker, summary)
     _log_pareto(tracker, summary)
     _log_trials_table(tracker, summary)
@@ -129,12 +75,62 @@ def log_sweep_result(tracker: SweepRuns, summary: SweepSummary) -> MlflowLinks:
     return out
 
 
-def _register(
-    tracker: SweepRuns, run_id: str, checkpoint_name: str, status: SweepStatus
-) -> str | None:
-    """Registers runs:/<best run>/checkpoints/<name> as a version of '<experiment>-best',
-    tagged with the sweep's run name and outcome (SUCCEEDED, or PARTIAL: some trial
-    failed for good)."""
+def _log_best(tracker: SweepRuns, best: BestTrial, summary: SweepSummary) -> None:
+    """The answer on the parent run: its config as `best.<key>` params, its trial, seed,
+    source and model version as tags, its score (and confirmed statistics) as metrics,
+    best_config.json and confirmation.json."""
+    client, parent = tracker.client, tracker.parent_run_id
+    params = {f"{names.BEST_PREFIX}{k}": v for k, v in best.config.items()}
+    params.update({names.PARAM_BEST_TRIAL: best.trial_id, names.PARAM_BEST_SEED: best.seed})
+    # MLflow params are write-once: a sweep interrupted and resumed reports its best
+    # again. Params already there with another value go in as tags instead.
+    logged = client.get_run(parent).data.params
+    moved = {k: v for k, v in params.items() if k in logged and logged[k] != param_value(v)}
+    params = {k: v for k, v in params.items() if k not in logged}
+    now = int(time.time() * 1000)
+    metrics = {names.best_metric(tracker.metric): best.metric_value}
+    confirmed = best.confirmed
+    if confirmed is not None:
+        metrics |= {
+            names.CONFIRMED_MEAN: confirmed.mean,
+            names.CONFIRMED_STD: confirmed.std,
+            names.CONFIRMED_CI_LOW: (confirmed.ci95 or [None])[0],
+            names.CONFIRMED_CI_HIGH: (confirmed.ci95 or [None, None])[-1],
+            names.CONFIRMED_IQM: confirmed.iqm,
+        }
+    tags = {
+        names.TAG_BEST_TRIAL: best.trial_id,
+        names.TAG_BEST_RUN: best.mlflow_run_id or "",
+        names.TAG_BEST_SOURCE: best.source,
+        names.TAG_BEST_CHECKPOINT_TRIAL: best.checkpoint_trial_id or "",
+        names.TAG_BEST_MODEL: best.model_version or "",
+        **{f"{names.MOVED_PARAM_PREFIX}{k}": param_value(v) for k, v in moved.items()},
+    }
+    if best.search_best is not None:
+        tags[names.TAG_SEARCH_BEST_TRIAL] = best.search_best.trial_id
+    tracker.runs.log(
+        parent,
+        params=params,
+        metrics=[Metric(k, v, now, 0) for k, v in metrics.items() if v is not None],
+        tags=tags,
+    )
+    client.log_text(
+        parent, json.dumps(best.model_dump(mode="json"), indent=2), names.BEST_CONFIG_ARTIFACT
+    )
+    if summary.confirmation:
+        client.log_text(
+            parent,
+            json.dumps([c.model_dump(mode="json") for c in summary.confirmation], indent=2),
+            names.CONFIRMATION_ARTIFACT,
+        )
+
+
+def _register(tracker: SweepRuns, run_id: str, best: BestTrial, summary: SweepSummary) -> str:
+    """Registers the answer's checkpoint, runs:/<its run>/checkpoints/<name>, as a
+    version of '<experiment>-best', tagged with the sweep's run name and outcome
+    (SUCCEEDED, or PARTIAL: some trial failed for good), the config, the seed and the
+    confirmed score, and described for a person reading the MLflow UI."""
+    assert best.checkpoint is not None
     client = tracker.client
     name = names.registered_model(tracker.experiment_name)
     try:
@@ -143,13 +139,46 @@ def _register(
         client.create_registered_model(
             name, description=f"Best checkpoints of tuner sweeps named {tracker.experiment_name}"
         )
+    confirmed = best.confirmed
+    tags = {
+        names.TAG_RUN: tracker.run_name,
+        names.TAG_STATUS: str(summary.status),
+        names.TAG_BEST_SOURCE: best.source,
+        names.TAG_TRIAL: best.checkpoint_trial_id or best.trial_id,
+        names.TAG_MODEL_CONFIG_OF: best.trial_id,
+        names.TAG_MODEL_CONFIG: json.dumps(best.config, sort_keys=True, default=str),
+        names.TAG_MODEL_SEED: str(best.seed),
+        names.TAG_MODEL_SCORE: str(confirmed.mean if confirmed else best.metric_value),
+    }
     version = client.create_model_version(
         name,
-        source=names.checkpoint_source(run_id, checkpoint_name),
+        source=names.checkpoint_source(run_id, Path(best.checkpoint).name),
         run_id=run_id,
-        tags={names.TAG_RUN: tracker.run_name, names.TAG_STATUS: str(status)},
+        tags=tags,
+        description=model_description(best, tracker.metric),
     )
     return names.model_version_uri(name, version.version)
+
+
+def model_description(best: BestTrial, metric: str) -> str:
+    """What a person reads on the model version's page: the config, its score and how
+    sure, and where the checkpoint comes from."""
+    config = ", ".join(f"{k}={v}" for k, v in best.config.items()) or "(no sampled keys)"
+    confirmed = best.confirmed
+    if best.source == names.STAGE_CONFIRM and confirmed is not None and confirmed.mean is not None:
+        ci = confirmed.ci95 or [confirmed.mean, confirmed.mean]
+        score = (
+            f"Confirmed over {len(confirmed.seeds)} fresh seeds: {metric} mean "
+            f"{confirmed.mean:.4g} (95 % CI {ci[0]:.4g} to {ci[1]:.4g}, IQM "
+            f"{confirmed.iqm:.4g}). The checkpoint is the median-score seed's "
+            f"(seed {best.seed}, trial {best.checkpoint_trial_id})."
+        )
+    else:
+        score = (
+            f"Search best, not confirmed on fresh seeds: {metric} {best.metric_value:.4g} "
+            f"under scope {best.scope} (trial {best.trial_id}, seed {best.seed})."
+        )
+    return f"Best config of search trial {best.trial_id}: {config}. {score}"
 
 
 def _log_importance(tracker: SweepRuns, summary: SweepSummary) -> None:

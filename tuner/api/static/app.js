@@ -550,13 +550,32 @@ function renderBest() {
   // a sweep that runs, or that a resume may continue (stopped, failed, partial), has a
   // best so far; one that ended for good, its best
   const ended = Boolean(s.data) && isIn('terminal', s.data.status) && !isIn('resumable', s.data.status);
-  setText($('#best-title'), ended ? 'Best trial' : 'Best so far');
+  const confirmed = best && best.source === 'confirm' && best.confirmed;
+  setText($('#best-title'), !ended ? 'Best so far' : confirmed ? 'Best config (confirmed)' : 'Best trial');
   show($('#best-empty'), !best);
   show($('#best-details'), Boolean(best));
   if (!best) return;
+  setText($('#best-source'), confirmed
+    ? `The config with the best mean over ${confirmed.seeds.length} fresh seeds (the confirmation below); its model is the median seed's checkpoint.`
+    : (s.data.spec && s.data.spec.confirm
+      ? 'The search\'s best trial: the confirmation on fresh seeds has not finished.'
+      : 'The search\'s best trial, not confirmed on fresh seeds (the spec\'s confirm re-runs the top configs).'));
   setText($('#best-trial-id'), String(best.trial_id ?? ''));
-  setText($('#best-metric'), fmtNum(best.metric_value));
+  const ci = confirmed && confirmed.ci95 ? `, 95 % CI [${fmtNum(confirmed.ci95[0])}, ${fmtNum(confirmed.ci95[1])}]` : '';
+  setText($('#best-confirmed'), confirmed
+    ? `mean ${fmtNum(confirmed.mean)}${ci}, IQM ${fmtNum(confirmed.iqm)} over seeds ${(confirmed.seeds || []).join(', ')}` : '');
+  show($('#best-confirmed-label'), Boolean(confirmed));
+  show($('#best-confirmed'), Boolean(confirmed));
+  setText($('#best-metric'), `${fmtNum(best.metric_value)} (${best.scope || ''})`);
+  setText($('#best-model'), best.model_version
+    ? `${best.model_version} (trial ${best.checkpoint_trial_id || best.trial_id}, seed ${best.seed})` : '—');
   setText($('#best-checkpoint'), best.checkpoint || '—');
+  const search = best.search_best;
+  setText($('#search-best'), search
+    ? `trial ${search.trial_id}, score ${fmtNum(search.metric_value)} (${search.scope})${
+      JSON.stringify(search.config) === JSON.stringify(best.config) ? ', the same config' : `: ${JSON.stringify(search.config)}`}` : '');
+  show($('#search-best-label'), Boolean(search));
+  show($('#search-best'), Boolean(search));
   // resources a performance default set for it (num_envs_per_env_runner), to rerun it as it ran
   const resources = Object.entries(best.resources || {});
   setText($('#best-resources'), resources.map(([k, v]) => `${k}: ${v}`).join(', '));
@@ -940,17 +959,19 @@ async function copyText(text) {
   if (!ok) throw new Error('copy refused');
 }
 
-async function onCopy() {
-  const btn = $('#copy-best');
+async function onCopy(event) {
+  const btn = event.currentTarget;
   const best = state.exp && state.exp.data && state.exp.data.best;
   if (!best) return;
+  const full = btn.id === 'copy-best-full';
+  const label = full ? 'Copy full config' : 'Copy';
   try {
-    await copyText(JSON.stringify(best.full_config ?? best.config ?? {}, null, 2));
+    await copyText(JSON.stringify((full ? best.full_config : best.config) ?? {}, null, 2));
     btn.textContent = 'Copied';
   } catch {
     btn.textContent = 'Copy failed';
   }
-  setTimeout(() => { btn.textContent = 'Copy'; }, 1500);
+  setTimeout(() => { btn.textContent = label; }, 1500);
 }
 
 async function sweepAction(kind) {
@@ -1134,6 +1155,7 @@ function init() {
 
   wireNewSweep();
   $('#copy-best').addEventListener('click', onCopy);
+  $('#copy-best-full').addEventListener('click', onCopy);
   $('#stop-button').addEventListener('click', () => sweepAction('stop'));
   $('#resume-button').addEventListener('click', () => sweepAction('resume'));
   $('#token-box').addEventListener('submit', (e) => {
