@@ -39,7 +39,16 @@ class TrialView(_View):
     )
     best_metric: float | None = Field(None, description="The metric's peak over all iterations.")
     score: float | None = Field(
-        None, description="The value trials are ranked by: the metric under the spec's scope."
+        None,
+        description="The value trials are ranked by: with evaluation.at_end (the default "
+        "with a budget) and a training metric, the final deterministic evaluation of a "
+        "trial that ran its budget (null for one stopped early: it ranks below); else "
+        "the metric under the spec's scope.",
+    )
+    train_score: float | None = Field(
+        None,
+        description="The training metric (stochastic actions) under the spec's scope: "
+        "what the scheduler and the search saw every iteration.",
     )
     values: dict[str, float | None] | None = Field(
         None,
@@ -125,7 +134,8 @@ class SearchBest(_View):
     trial_id: str
     config: dict[str, Any] = Field(..., description="Its sampled values.")
     seed: int | None = None
-    metric_value: float = Field(..., description="Its score: the metric under scope.")
+    metric_value: float = Field(..., description="Its score (see TrialView.score).")
+    train_score: float | None = Field(None, description="Its training metric under scope.")
     scope: str = Field("last-5-avg", description="How trials were ranked (the spec's scope).")
     checkpoint: str | None = None
 
@@ -164,7 +174,12 @@ class BestTrial(_View):
         "the median-score seed's).",
     )
     metric_value: float = Field(
-        ..., description="Its search trial's score: the metric under scope."
+        ...,
+        description="Its search trial's score (its final deterministic evaluation, or "
+        "the metric under scope: see TrialView.score).",
+    )
+    train_score: float | None = Field(
+        None, description="Its search trial's training metric under scope."
     )
     scope: str = Field("last-5-avg", description="How trials were ranked (the spec's scope).")
     checkpoint: str | None = Field(
@@ -235,6 +250,16 @@ Pareto = Annotated[
 ]
 
 
+RankedBy = Annotated[
+    str | None,
+    Field(
+        None,
+        description="The result key trials' scores come from: evaluation/<metric>, the "
+        "final deterministic evaluation (the default with a budget), or the metric itself.",
+    ),
+]
+
+
 class SweepSummary(_View):
     """`tuner run --output json`: the best trial and every trial."""
 
@@ -242,6 +267,7 @@ class SweepSummary(_View):
     status: SweepStatus = Field(..., description="The sweep's outcome: a terminal status.")
     metric: str
     mode: str
+    ranked_by: RankedBy
     best: BestTrial | None = None
     pareto: Pareto
     trials: list[TrialView] = Field(default_factory=list)

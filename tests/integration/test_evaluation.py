@@ -97,3 +97,36 @@ def test_optuna_learns_from_the_final_evaluation(ray_local, tmp_path):
     assert len(summary.trials) == 2
     assert all(t.status == "TERMINATED" and t.iterations == 3 for t in summary.trials)
     assert all(t.score is not None and t.score == t.metric for t in summary.trials)
+
+
+def test_by_default_a_budget_ranks_trials_by_their_final_deterministic_evaluation(
+    ray_local, tmp_path
+):
+    # the spec a user writes: a training metric and a budget, no evaluation section
+    results = Results()
+    spec = tiny_spec(
+        name="default-final",
+        search={"method": "grid", "space": {"lr": {"grid": [1e-3, 3e-4]}}},
+        stop={"timesteps_total": 300},  # 128 a batch: the third iteration ends it
+        confirm={"top_k": 1, "seeds": 2},
+    )
+    assert spec.evaluation.at_end is True
+    summary = run_sweep(
+        spec, storage_path=tmp_path / "tune", progress=False, callbacks=[results.callback]
+    )
+    assert summary.status == "SUCCEEDED", summary
+    assert summary.ranked_by == "evaluation/env_runners/episode_return_mean"
+    search = [t for t in summary.trials if t.stage == "search"]
+    for trial in search:
+        history = results.by_trial[trial.trial_id]
+        final = history[-1]["evaluation"]["env_runners"]["episode_return_mean"]
+        assert trial.score == final  # the deterministic policy's return
+        training = [r["env_runners"]["episode_return_mean"] for r in history]
+        assert trial.train_score == pytest.approx(sum(training) / len(training))
+    best = max(search, key=lambda t: t.score)
+    assert summary.best.search_best.trial_id == best.trial_id
+    (confirmed,) = summary.confirmation
+    runs = {t.trial_id: t for t in summary.trials}
+    # each confirmation seed is scored by its own final deterministic evaluation
+    assert confirmed.scores == [runs[t].score for t in confirmed.trials]
+    assert all(runs[t].score != runs[t].train_score for t in confirmed.trials)

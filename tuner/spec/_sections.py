@@ -360,12 +360,15 @@ class EvaluationSpec(_Model):
 
     interval: int | None = Field(None, ge=1, description="Evaluate every N iterations.")
     duration: int = Field(10, ge=1, description="Episodes per evaluation.")
-    at_end: bool = Field(
-        False,
+    at_end: bool | None = Field(
+        None,
         description="Evaluate each trial once more at the end of its budget "
         "(stop.timesteps_total or stop.training_iteration), inside the trial, in parallel "
-        "with the others: its final policy over `duration` episodes. With `metric: "
-        "evaluation/...` and `scope: last`, trials are ranked by it.",
+        "with the others: its final policy, deterministic, over `duration` episodes. "
+        "Default: on wherever the stop criteria give a budget (not for a spec's own "
+        "training loop). Trials that ran their budget are then ranked by it (`score`), "
+        "their training return under scope kept as `train_score`; a confirmation seed "
+        "is scored by it.",
     )
 
     @property

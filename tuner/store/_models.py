@@ -134,6 +134,7 @@ class TrialRow(Base):
     metric: Mapped[float | None] = mapped_column(Float)
     best_metric: Mapped[float | None] = mapped_column(Float)
     score: Mapped[float | None] = mapped_column(Float)
+    train_score: Mapped[float | None] = mapped_column(Float)
     values: Mapped[dict[str, float | None] | None] = mapped_column(JSON(none_as_null=True))
     stage: Mapped[str] = mapped_column(String(16), server_default=STAGE_SEARCH)
     error: Mapped[str | None] = mapped_column(Text)

@@ -316,7 +316,7 @@ class Store:
             raise TypeError(f"not trial fields: {sorted(unknown)}")
         if "status" in fields:
             fields["status"] = TrialStatus(fields["status"]).value  # ValueError if unknown
-        for key in ("metric", "best_metric", "score"):
+        for key in ("metric", "best_metric", "score", "train_score"):
             if key in fields:
                 fields[key] = _finite(fields[key])
         fields["updated_at"] = utcnow()

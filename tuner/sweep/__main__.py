@@ -50,6 +50,7 @@ def _store_trials(store: Store, experiment_id: str, trials: Sequence[TrialView])
             score=trial.score,
             values=trial.values,
             stage=trial.stage,
+            train_score=trial.train_score,
             error=trial.error,
             checkpoint=trial.checkpoint,
             mlflow_run_id=trial.mlflow_run_id,

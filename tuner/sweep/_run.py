@@ -36,7 +36,7 @@ from tuner.sweep._headwatch import watch_connected_head
 from tuner.sweep._interrupt import InterruptWatch
 from tuner.sweep._pareto import confirmed_values, front, missing_values, objective_values
 from tuner.sweep._progress import RichProgress
-from tuner.sweep._summary import trial_view_from_result
+from tuner.sweep._summary import final_score, final_score_key, trial_view_from_result
 from tuner.sweep._tuner import build_tuner, restore_tuner, sampled_values
 from tuner.tracking import (
     MLflowTracker,
@@ -137,7 +137,7 @@ def summarise(
     space = resolve_space(spec) if space is None else space
     keys = list(space)
     trials = []
-    best: BestTrial | None = None
+    final_key = final_score_key(spec)
     by_path = {t.path: t for t in result_grid_trials(result_grid)}
     configs: dict[str, dict[str, Any]] = {}
     for result in result_grid:
@@ -155,6 +155,9 @@ def summarise(
                 score = scope_value(
                     list(history[spec.metric].ffill().dropna()), spec.scope, spec.mode
                 )
+        train_score = score
+        if final_key is not None:
+            score = final_score(spec, history, final_key)
         error = None
         if result.error is not None:
             error = f"{type(result.error).__name__}: {result.error}"[:4000]
@@ -179,6 +182,7 @@ def summarise(
             error=error,
             config=config,  # a confirmation trial's seed, when its result names none
         )
+        view.train_score = train_score
         view.values = objective_values(spec, history)
         if trial is not None:
             view.retries = retries_of(trial.num_failures, status == TrialStatus.ERROR)
@@ -192,8 +196,24 @@ def summarise(
         view.checkpoint = ckpt.path if ckpt is not None else _newest_checkpoint_dir(result)
         trials.append(view)
         configs[trial_id] = config
-        if score is not None and (best is None or better(score, best.metric_value, spec.mode)):
-            best = _best_trial(spec, view, config)
+    ranked_by = final_key or spec.metric
+    if final_key is not None and trials and all(t.score is None for t in trials):
+        # no trial ran its budget (all stopped early): the training metric ranks them
+        ranked_by = spec.metric
+        for t in trials:
+            t.score = t.train_score
+        if not confirming and any(t.score is not None for t in trials):
+            warnings = [
+                *warnings,
+                f"no trial ran its budget to its final deterministic evaluation "
+                f"({final_key}): trials are ranked by the training metric {spec.metric}",
+            ]
+    best: BestTrial | None = None
+    for view in trials:  # Tune's order: a tie goes to the earlier trial
+        if view.score is not None and (
+            best is None or better(view.score, best.metric_value, spec.mode)
+        ):
+            best = _best_trial(spec, view, configs[view.trial_id])
     trials.sort(key=lambda t: t.trial_id)
     if interrupted or any(t.status in TRIAL_UNFINISHED for t in trials):
         status = SweepStatus.STOPPED  # interrupted: `--resume` (or POST /resume) continues it
@@ -215,6 +235,7 @@ def summarise(
         status=status,
         metric=spec.metric,
         mode=spec.mode,
+        ranked_by=ranked_by,
         best=best,
         trials=trials,
         warnings=list(warnings),
@@ -246,6 +267,7 @@ def _best_trial(spec: ExperimentSpec, view: TrialView, config: dict[str, Any]) -
         full_config={**fixed_settings(spec), **derived_config, **view.config},
         resources=derived_resources,
         metric_value=view.score,
+        train_score=view.train_score,
         scope=spec.scope,
         checkpoint=view.checkpoint,
         checkpoint_trial_id=view.trial_id,
@@ -363,7 +385,9 @@ def _confirm(
             scores[trial.trial_id] = None
         elif spec.evaluation.at_end and spec.metric.startswith("evaluation/"):
             scores[trial.trial_id] = trial.metric  # its final evaluation, in the trial
-        elif spec.evaluation.enabled:
+        elif stage.ranked_by != spec.metric and trial.score is not None:
+            scores[trial.trial_id] = trial.score  # the same, of a training metric's spec
+        elif spec.evaluation.enabled:  # no final evaluation ran: from its last checkpoint
             scores[trial.trial_id] = _final_evaluation(spec, trial, storage_path, summary)
         else:
             scores[trial.trial_id] = trial.score

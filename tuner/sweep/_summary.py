@@ -8,7 +8,11 @@ from typing import Any
 from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
 from tuner.results import lookup
 from tuner.rllib import seed_of
+from tuner.spec import ExperimentSpec
 from tuner.views import TrialView
+
+# where RLlib reports an evaluation's results
+EVALUATION_PREFIX = "evaluation/"
 
 
 def _finite(value: Any) -> float | None:
@@ -56,3 +60,30 @@ def trial_view_from_result(
         node_ip=result.get("node_ip"),
         device=info.get("device"),
     )
+
+
+def final_score_key(spec: ExperimentSpec) -> str | None:
+    """The result key of a trial's final deterministic evaluation where the sweep ranks
+    trials by it: evaluation.at_end with a training metric (not `evaluation/...`, which
+    ranks by scope as it is), one objective. None where scores are the metric under
+    scope."""
+    if not spec.evaluation.at_end or spec.metric.startswith(EVALUATION_PREFIX):
+        return None
+    if spec.objectives:  # a Pareto front weighs each objective as reported
+        return None
+    return f"{EVALUATION_PREFIX}{spec.metric}"
+
+
+def final_score(spec: ExperimentSpec, history: Any, key: str) -> float | None:
+    """A trial's final deterministic evaluation (`key` in its last result) where it ran
+    its budget (stop.timesteps_total or stop.training_iteration reached); None for a
+    trial stopped short of it, or without that evaluation."""
+    if history is None or key not in history or not len(history):
+        return None
+    last = history.iloc[-1]
+    stop = spec.stop
+    steps, iterations = last.get(STEP_KEY) or 0, last.get(ITERATION_KEY) or 0
+    ran = (stop.timesteps_total and steps >= stop.timesteps_total) or (
+        stop.training_iteration and iterations >= stop.training_iteration
+    )
+    return _finite(last.get(key)) if ran else None

@@ -1,0 +1,49 @@
+"""Trials are judged as they will be used: with a budget, each trial that ran it is
+scored by its final deterministic evaluation (evaluation.at_end, on by default); its
+training return under scope stays beside it as train_score."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tuner.spec import parse_spec
+from tuner.sweep._summary import final_score, final_score_key
+
+BASE = {"name": "s", "algorithm": "PPO", "env": "CartPole-v1"}
+EVAL = "evaluation/env_runners/episode_return_mean"
+
+
+def spec(**patch):
+    return parse_spec({**BASE, **patch})
+
+
+def test_a_budget_turns_the_final_deterministic_evaluation_on():
+    assert spec(stop={"timesteps_total": 50_000}).evaluation.at_end is True
+    assert spec(stop={"training_iteration": 10}).evaluation.at_end is True
+    assert spec(stop={"time_total_s": 60}).evaluation.at_end is False
+    own = spec(stop={"timesteps_total": 1000}, evaluation={"at_end": False})
+    assert own.evaluation.at_end is False
+
+
+def test_scores_come_from_the_final_evaluation_of_a_training_metric():
+    assert final_score_key(spec(stop={"timesteps_total": 1000})) == EVAL
+    assert final_score_key(spec(stop={"time_total_s": 60})) is None
+    by_eval = spec(stop={"timesteps_total": 1000}, metric=EVAL, scope="last")
+    assert final_score_key(by_eval) is None  # ranked by scope, as it is
+
+
+def test_only_a_trial_that_ran_its_budget_has_a_final_score():
+    s = spec(stop={"timesteps_total": 1000})
+    ran = pd.DataFrame(
+        {
+            "num_env_steps_sampled_lifetime": [500, 1000],
+            "training_iteration": [1, 2],
+            EVAL: [None, 42.0],
+        }
+    )
+    assert final_score(s, ran, EVAL) == 42.0
+    stopped = pd.DataFrame(
+        {"num_env_steps_sampled_lifetime": [500], "training_iteration": [1], EVAL: [17.0]}
+    )
+    assert final_score(s, stopped, EVAL) is None
+    assert final_score(s, ran.drop(columns=[EVAL]), EVAL) is None
