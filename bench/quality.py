@@ -56,7 +56,8 @@ TPE with two threads differently on every run.
 Tasks (trials x env steps per trial): cartpole-ppo (8 x 30k), acrobot-dqn (16 x 100k),
 pendulum-sac (16 x 20k), lunarlander-ppo (16 x 200k; needs box2d, in the bench extra).
 Needs the `bench` extra (stable-baselines3, rl_zoo3); without it, says how to install
-it and exits 0.
+it and exits 0. `--anchors` runs bench/anchors.py instead: ours alone against rl-zoo3's
+published tuned scores (no extra needed).
 """
 
 from __future__ import annotations
@@ -301,6 +302,11 @@ def stats_line(st: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--anchors" in argv:  # rl-zoo3's published tuned scores: bench/anchors.py
+        from anchors import main as anchors
+
+        return anchors(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--task", action="append", choices=sorted(TASKS), help="repeatable (cartpole-ppo)"
