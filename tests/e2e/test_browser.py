@@ -370,3 +370,122 @@ def test_a_sweep_of_two_objectives_shows_its_pareto_front(server, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "pareto.png"), full_page=True)
     assert not errors, errors
+
+
+EVAL = "evaluation/env_runners/episode_return_mean"
+
+
+def _stored(store, name, spec, status, trials, error=None, **fields):
+    """A sweep written through the real store, put in `status` (never launched):
+    `trials` is {trial_id: (row fields, [(iteration, env_steps, values), ...])}."""
+    from tuner.store import MetricPoint
+
+    rec = store.create_experiment(name=name, spec=spec, warnings=[])
+    for trial_id, (row, points) in trials.items():
+        store.upsert_trial(rec.id, trial_id, **row)
+        store.add_metric_points(
+            rec.id,
+            trial_id,
+            [MetricPoint(iteration=i, env_steps=n, time_s=i, values=v) for i, n, v in points],
+        )
+    if status == "STOPPED":
+        store.transition(rec.id, "STOPPED", allowed_from={"QUEUED"})
+    else:
+        store.transition(rec.id, "RUNNING", allowed_from={"QUEUED"})
+        store.transition(rec.id, status, allowed_from={"RUNNING"})
+    if error is not None or fields:
+        store.update_experiment(rec.id, error=error, **fields)
+    return rec.id
+
+
+def _drawn_sweep(server, name):
+    """A finished sweep of two objectives, ranked by its at-end evaluation: each of its 3
+    trials reports time_total_s at every iteration and the evaluation at its last only;
+    two `choice` keys and a loguniform one sampled; one config confirmed."""
+    from tuner.store import Store
+
+    store = Store(f"sqlite:///{server.data_dir / 'tuner.db'}")
+    objectives = [{"metric": EVAL, "mode": "max"}, {"metric": "time_total_s", "mode": "min"}]
+    space = {
+        "lr": {"loguniform": [1e-4, 1e-2]},
+        "num_epochs": {"choice": [2, 6, 12]},
+        "model.fcnet_hiddens": {"choice": [[32], [64, 64]]},
+    }
+    spec = tiny(
+        name,
+        search={"method": "optuna", "num_samples": 3, "space": space},
+        objectives=objectives,
+        evaluation={"at_end": True, "duration": 2},
+        scope="last",
+        metric=EVAL,  # the first objective's, as a spec may repeat it
+        mode="max",
+    )
+    trials = {}
+    for k, (lr, epochs, hidden) in enumerate(
+        [(1e-3, 2, [32]), (3e-3, 6, [64, 64]), (1e-4, 6, [32])]
+    ):
+        final = 100.0 + 50 * k
+        points = [(i, 10_000 * i, {"time_total_s": 4.0 * i + k}) for i in (1, 2, 3)]
+        points[-1][2][EVAL] = final  # the at-end evaluation: the last iteration only
+        trials[f"{name}_{k:05d}"] = (
+            {
+                "status": "TERMINATED",
+                "config": {"lr": lr, "num_epochs": epochs, "model.fcnet_hiddens": hidden},
+                "iterations": 3,
+                "env_steps": 30_000,
+                "metric": final,
+                "best_metric": final,
+                "score": final,
+                "values": {EVAL: final, "time_total_s": 12.0 + k},
+            },
+            points,
+        )
+    confirmed = [
+        {
+            "trial_id": f"{name}_00002",
+            "config": {"lr": 1e-4},
+            "seeds": [10, 11],
+            "scores": [190.0, 210.0],
+            "mean": 200.0,
+            "ci95": [190.0, 210.0],
+            "iqm": 200.0,
+        }
+    ]
+    exp_id = _stored(store, name, spec, "SUCCEEDED", trials, confirmation=confirmed)
+    store.close()
+    return exp_id
+
+
+def test_learning_curves_draw_what_ran(server, browser):
+    """Each objective has its own learning curves; the evaluation's one point per trial
+    (the at-end evaluation) is drawn as a marker, never an empty chart."""
+    exp_id = _drawn_sweep(server, "curves")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server.url}/#/experiments/{exp_id}")
+    page.wait_for_selector("#curves .plot-container", timeout=60_000)
+    curves = page.evaluate(
+        """() => { const el = document.querySelector('#curves');
+            return { traces: el.data.map((t) => [t.yaxis, t.x.length, t.mode]),
+                     titles: [el.layout.yaxis.title.text, el.layout.yaxis2.title.text] }; }"""
+    )
+    # long names are broken into lines that fit the chart's height
+    assert [t.replace("<br>", "").replace(" ", "") for t in curves["titles"]] == [
+        f"{EVAL}(higherisbetter)",
+        "time_total_s(trainingseconds,lowerisbetter)",
+    ]
+    assert all(len(line) <= 28 for t in curves["titles"] for line in t.split("<br>"))
+    by_axis = {}
+    for axis, n, mode in curves["traces"]:
+        by_axis.setdefault(axis, []).append(n)
+        assert "markers" in mode
+    assert by_axis == {"y": [1, 1, 1], "y2": [3, 3, 3]}
+    # every reported point is drawn: 3 evaluation points, 9 of time_total_s
+    assert page.locator("#curves .scatterlayer .point").count() == 12
+    # the x axis starts at 0 steps, not around the lone points (30.1k-30.15k)
+    assert page.evaluate("() => document.querySelector('#curves')._fullLayout.xaxis.range[0]") <= 0
+    assert page.locator("#curves-note").is_hidden()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "sweep-curves.png"), full_page=True)
+    assert not errors, errors

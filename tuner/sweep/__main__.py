@@ -13,14 +13,18 @@ import argparse
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tuner.settings import Settings
-from tuner.spec import SpecError, parse_spec
+from tuner.spec import ExperimentSpec, SpecError, parse_spec
 from tuner.statuses import LAUNCHED, SweepStatus
 from tuner.store import Store
 from tuner.sweep._headwatch import watch_job_head
 from tuner.tune_paths import run_dir
-from tuner.views import TrialView
+from tuner.views import SweepSummary, TrialView
+
+if TYPE_CHECKING:
+    from tuner.tracking import Ranking
 
 
 def _tracking(settings: Settings, experiment_name: str) -> object:
@@ -48,14 +52,60 @@ def _store_trials(store: Store, experiment_id: str, trials: Sequence[TrialView])
             metric=trial.metric,
             best_metric=trial.best_metric,
             score=trial.score,
+            train_score=trial.train_score,
             values=trial.values,
             stage=trial.stage,
-            train_score=trial.train_score,
             error=trial.error,
             checkpoint=trial.checkpoint,
             mlflow_run_id=trial.mlflow_run_id,
             retries=trial.retries,
         )
+
+
+def _ranking(spec: ExperimentSpec) -> Ranking:
+    """How the store's curves score this sweep's trials, as its summary ranks them."""
+    from tuner.sweep._summary import final_score_key
+    from tuner.tracking import Ranking
+
+    return Ranking.of(spec, final_key=final_score_key(spec))
+
+
+def _from_the_store(
+    store: Store, experiment_id: str, summary: SweepSummary, spec: ExperimentSpec
+) -> None:
+    """Each trial's metric, peak, scores and objective values from its curve in the store
+    (every result of every attempt: after a resume Tune's own history of a trial holds
+    only the iterations since); the best's scores follow its trial's."""
+    from tuner.tracking import curve_numbers
+
+    ranking = _ranking(spec)
+    found = {}
+    for trial in summary.trials:
+        numbers = curve_numbers(store, experiment_id, trial.trial_id, ranking)
+        if numbers is not None:
+            found[trial.trial_id] = (trial, numbers)
+    if ranking.final_key is not None and not any(n["score"] is not None for _, n in found.values()):
+        for _, numbers in found.values():  # none ran its budget: the training metric ranks
+            numbers["score"] = numbers["train_score"]
+    for trial, numbers in found.values():
+        for field, value in numbers.items():
+            setattr(trial, field, value)
+    best = summary.best
+    if best is None:
+        return
+    for view in (best, best.search_best):
+        trial = found.get(view.trial_id, (None, {}))[0] if view is not None else None
+        if trial is not None and trial.score is not None:
+            view.metric_value = trial.score
+            view.train_score = trial.train_score
+
+
+def _search_ended(
+    store: Store, experiment_id: str, found: SweepSummary, spec: ExperimentSpec
+) -> None:
+    """What the search found, stored before a confirmation stage starts."""
+    _from_the_store(store, experiment_id, found, spec)
+    _store_trials(store, experiment_id, found.trials)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +134,15 @@ def main(argv: list[str] | None = None) -> int:
         store.update_experiment(rec.id, tune_path=run_dir(settings.tune_storage, name))
         space = resolve_space(spec)  # once: the recorder and the sweep share it
         recorder = StoreRecorder(
-            settings.store_url, rec.id, spec.metric, spec.mode, list(space), spec.seed, space
+            settings.store_url,
+            rec.id,
+            spec.metric,
+            spec.mode,
+            list(space),
+            spec.seed,
+            space,
+            spec=spec,
+            ranking=_ranking(spec),
         )
         summary = run_sweep(
             spec,
@@ -105,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             space=space,
             allowed_modules=settings.allowed_module_list,
             growth_nodes=settings.growth_nodes,
-            on_search_end=lambda found: _store_trials(store, rec.id, found.trials),
+            on_search_end=lambda found: _search_ended(store, rec.id, found, spec),
         )
     except SpecError as err:
         store.update_experiment(rec.id, error=str(err))
@@ -116,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         store.transition(rec.id, SweepStatus.FAILED, allowed_from=LAUNCHED)
         raise
     stopped = bool((store.get_experiment(rec.id) or rec).stop_requested)
+    _from_the_store(store, rec.id, summary, spec)
     _store_trials(store, rec.id, summary.trials)
     best = summary.best.model_dump(mode="json") if summary.best else None
     status = SweepStatus.STOPPED if stopped else summary.status

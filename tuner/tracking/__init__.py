@@ -10,15 +10,17 @@ from tuner.tracking._mlflow_metrics import result_metrics
 from tuner.tracking._mlflow_report import model_description
 from tuner.tracking._mlflow_tracker import MLflowTracker, TrackingConfig
 from tuner.tracking._mlflow_writer import open_in_background, open_store
-from tuner.tracking._store_callback import StoreRecorder
+from tuner.tracking._store_callback import Ranking, StoreRecorder, curve_numbers
 from tuner.tracking._warm import EarlierSweep, WarmStart, find_earlier_sweep, warm_start
 
 __all__ = [
     "EarlierSweep",
     "MLflowTracker",
+    "Ranking",
     "StoreRecorder",
     "TrackingConfig",
     "WarmStart",
+    "curve_numbers",
     "find_earlier_sweep",
     "model_description",
     "open_in_background",

@@ -4,25 +4,114 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ray.tune import Callback
 
 from tuner.importance import sweep_importance
 from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
-from tuner.results import better, retries_of
-from tuner.rllib import sampled_values, seed_of, stage_of
+from tuner.results import better, retries_of, scope_value
+from tuner.rllib import derived_settings, fixed_settings, sampled_values, seed_of, stage_of
 from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import result_metrics
 from tuner.tracking._trial_errors import error_text
 
 
-class StoreRecorder(Callback):
-    """Trial rows (status, sampled values, progress, node) and per-iteration metrics.
+@dataclass(frozen=True)
+class Ranking:
+    """How a trial's curve becomes the numbers the store shows beside it, as the sweep's
+    summary computes them from Tune's history: the metric's last value (carried over
+    iterations without it), its peak, its value under scope (`train_score`), the score
+    trials are ranked by, and, with several objectives, each one's value under scope.
+    The score is the metric under scope, or, with `final_key` (tuner.sweep's
+    final_score_key), the trial's final deterministic evaluation where it ran its budget
+    (`budget_steps` / `budget_iterations`). Plain data: it travels pickled with the
+    callback."""
 
-    Only plain data as attributes; the store connection is opened lazily in the
-    driver and left out of Tune's pickled state.
+    metric: str
+    mode: str
+    scope: str = "last-5-avg"
+    objectives: tuple[tuple[str, str], ...] = ()
+    final_key: str | None = None
+    budget_steps: int | None = None
+    budget_iterations: int | None = None
+
+    @classmethod
+    def of(cls, spec: Any, final_key: str | None = None) -> Ranking:
+        """The ranking of a spec (tuner.spec.ExperimentSpec)."""
+        objectives = tuple((o.metric, o.mode) for o in spec.objectives or ())
+        stop = spec.stop
+        return cls(
+            spec.metric,
+            spec.mode,
+            spec.scope,
+            objectives,
+            final_key,
+            stop.timesteps_total,
+            stop.training_iteration,
+        )
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The result keys a curve needs: the metric, each objective's, the final one."""
+        named = [self.metric, *(m for m, _ in self.objectives), self.final_key]
+        return tuple(dict.fromkeys(k for k in named if k))
+
+    def of_curve(self, curve: Sequence[tuple[int, int, Mapping[str, float]]]) -> dict[str, Any]:
+        """metric, best_metric, train_score, score (and values) from a trial's curve:
+        (iteration, env steps, the values reported then) in iteration order."""
+        values = [v for _, _, v in curve]
+        carried = _carried(values, self.metric)
+        scoped = scope_value(carried, self.scope, self.mode)
+        out: dict[str, Any] = {
+            "metric": carried[-1] if carried else None,
+            "best_metric": (max(carried) if self.mode == "max" else min(carried))
+            if carried
+            else None,
+            "train_score": scoped,
+            "score": scoped if self.final_key is None else self._final(curve),
+        }
+        if self.objectives:
+            out["values"] = {
+                m: scope_value(_carried(values, m), self.scope, mode) for m, mode in self.objectives
+            }
+        return out
+
+    def _final(self, curve: Sequence[tuple[int, int, Mapping[str, float]]]) -> float | None:
+        """The final evaluation in the last point, where the trial ran its budget."""
+        if not curve or self.final_key is None:
+            return None
+        iteration, steps, values = curve[-1]
+        ran = bool(self.budget_steps and steps >= self.budget_steps) or bool(
+            self.budget_iterations and iteration >= self.budget_iterations
+        )
+        value = values.get(self.final_key)
+        return float(value) if ran and value is not None and math.isfinite(value) else None
+
+
+def _carried(curve: Sequence[Mapping[str, float]], key: str) -> list[float]:
+    """A key's values over the curve, each iteration without one carrying the last."""
+    out: list[float] = []
+    for values in curve:
+        value = values.get(key)
+        if value is not None and math.isfinite(value):
+            out.append(float(value))
+        elif out:
+            out.append(out[-1])
+    return out
+
+
+class StoreRecorder(Callback):
+    """Trial rows (status, sampled values, progress, node, scores) and per-iteration
+    metrics; while the search runs, the sweep's best trial so far.
+
+    A trial's numbers are computed from its whole curve as the store keeps it: a trial
+    that a resume (or a retry) continues picks its earlier iterations up from the store,
+    and iterations it trains again replace the old ones. Only plain data as attributes;
+    the store connection is opened lazily in the driver and left out of Tune's pickled
+    state, with the curves read back from it.
     """
 
     def __init__(
@@ -34,6 +123,9 @@ class StoreRecorder(Callback):
         space_keys: list[str],
         base_seed: int,
         space: Mapping[str, Any] | None = None,
+        *,
+        spec: Any = None,
+        ranking: Ranking | None = None,
     ) -> None:
         self.store_url = store_url
         self.experiment_id = experiment_id
@@ -45,14 +137,36 @@ class StoreRecorder(Callback):
         self.space = {
             k: d.model_dump() if hasattr(d, "model_dump") else d for k, d in (space or {}).items()
         }
-        self.best: dict[str, float] = {}
-        self.last: dict[str, float] = {}
+        # the spec (tuner.spec.ExperimentSpec): the settings a best config is rerun with,
+        # and its ranking where none is given; without either, the metric under last-5-avg
+        self.spec = spec
+        if ranking is None:
+            ranking = Ranking.of(spec) if spec is not None else Ranking(metric, mode)
+        self.ranking = ranking
         self._store: Any = None
+        self._reset_caches()
+
+    def _reset_caches(self) -> None:
+        # trial id -> {iteration: (env steps, the ranking's values reported then)}
+        self._curves: dict[str, dict[int, tuple[int, dict[str, float]]]] = {}
+        # search trials' (score, train_score), of every attempt (None until read)
+        self._scores: dict[str, tuple[float | None, float | None]] | None = None
+        self._rows: dict[str, dict[str, Any]] = {}  # trial id -> {config, seed, tune}
+        self._best_written: tuple[str, float] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_store"] = None
+        for key in ("_store", "_curves", "_scores", "_rows", "_best_written"):
+            state.pop(key, None)
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._store = None
+        if not hasattr(self, "ranking"):  # pickled by an older version
+            self.spec = None
+            self.ranking = Ranking(self.metric, self.mode)
+        self._reset_caches()
 
     @property
     def store(self) -> Any:
@@ -75,33 +189,39 @@ class StoreRecorder(Callback):
             stage=stage_of(trial.config),
         )
 
+    def _curve(self, trial_id: str) -> dict[int, tuple[int, dict[str, float]]]:
+        """A trial's curve: read from the store the first time this driver sees it (its
+        iterations of an earlier attempt), then kept up to date here."""
+        if trial_id not in self._curves:
+            points = self.store.metric_history(
+                self.experiment_id, trial_id, keys=list(self.ranking.keys)
+            )
+            self._curves[trial_id] = {p.iteration: (p.env_steps, dict(p.values)) for p in points}
+        return self._curves[trial_id]
+
     def on_trial_result(
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
     ) -> None:
         from tuner.store import MetricPoint
 
-        metrics = result_metrics(result, (self.metric,))
-        value = metrics.get(self.metric)
-        if trial.trial_id not in self.best:
-            stored = self.store.get_trial(self.experiment_id, trial.trial_id)
-            if stored and stored.best_metric is not None:
-                self.best[trial.trial_id] = stored.best_metric
-            if stored and stored.metric is not None:
-                self.last[trial.trial_id] = stored.metric
-        if value is not None:
-            self.last[trial.trial_id] = value  # an iteration with no episode keeps the last
-            if better(value, self.best.get(trial.trial_id), self.mode):
-                self.best[trial.trial_id] = value
+        keys = self.ranking.keys
+        metrics = result_metrics(result, keys)
         it = int(result.get(ITERATION_KEY) or 0)
         steps = int(result.get(STEP_KEY) or 0)
+        curve = self._curve(trial.trial_id)
+        # restored from an older checkpoint: the iterations after it are trained again
+        for later in [i for i in curve if i > it]:
+            del curve[later]
+        reported = {k: metrics[k] for k in keys if k in metrics and math.isfinite(metrics[k])}
+        curve[it] = (steps, reported)
+        numbers = self.ranking.of_curve([(i, *curve[i]) for i in sorted(curve)])
         extra = result.get("tuner") or {}
         self._upsert(
             trial,
             status=TrialStatus.RUNNING,
             iterations=it,
             env_steps=steps,
-            metric=self.last.get(trial.trial_id),
-            best_metric=self.best.get(trial.trial_id),
+            **numbers,
             node_ip=result.get("node_ip"),
             node_id=extra.get("node_id"),
             device=extra.get("device"),
@@ -118,6 +238,65 @@ class StoreRecorder(Callback):
                 )
             ],
         )
+        if stage_of(trial.config) == STAGE_SEARCH:
+            try:
+                self._note_score(trial, numbers["score"], numbers["train_score"])
+            except Exception as err:  # noqa: BLE001 - a live summary never fails the sweep
+                print(f"best trial so far not written: {err!r}", file=sys.stderr)
+
+    def _note_score(self, trial: Any, score: float | None, train_score: float | None) -> None:
+        """Keeps the sweep's best search trial so far in the store's `best` (what the page
+        shows as "Best so far"): by score, or, while no trial has one (none has run its
+        budget to its final evaluation yet), by the training metric under scope, as the
+        summary falls back to it. The driver writes the final one at the end."""
+        if self._scores is None:  # the trials of earlier attempts count too
+            self._scores = {}
+            for row in self.store.list_trials(self.experiment_id):
+                if row.stage == STAGE_SEARCH:
+                    self._scores[row.trial_id] = (row.score, row.train_score)
+                    self._rows[row.trial_id] = {"config": row.config, "seed": row.seed}
+        self._scores[trial.trial_id] = (score, train_score)
+        self._rows[trial.trial_id] = {
+            "config": sampled_values(trial.config, self.space_keys),
+            "seed": seed_of(trial.config, trial.trial_id, self.base_seed),
+            "tune": trial.config,
+        }
+        by = 0 if any(s is not None for s, _ in self._scores.values()) else 1
+        best: tuple[str, float] | None = None
+        for trial_id in sorted(self._scores):  # a tie goes to the earlier trial
+            value = self._scores[trial_id][by]
+            if value is not None and (best is None or better(value, best[1], self.mode)):
+                best = (trial_id, value)
+        if best is None or best == self._best_written:
+            return
+        train = self._scores[best[0]][1]
+        self.store.update_experiment(self.experiment_id, best=self._best_view(*best, train))
+        self._best_written = best
+
+    def _best_view(self, trial_id: str, score: float, train_score: float | None) -> dict[str, Any]:
+        """A BestTrial (as JSON) of a search trial and its score so far."""
+        from tuner.views import BestTrial
+
+        row = self._rows.get(trial_id, {})
+        config = dict(row.get("config") or {})
+        full, resources = dict(config), {}
+        if self.spec is not None:
+            derived: dict[str, Any] = {}
+            if row.get("tune") is not None:
+                derived, resources = derived_settings(row["tune"], self.spec)
+            full = {**fixed_settings(self.spec), **derived, **config}
+        best = BestTrial(
+            trial_id=trial_id,
+            config=config,
+            full_config=full,
+            resources=resources,
+            seed=row.get("seed"),
+            metric_value=score,
+            train_score=train_score,
+            scope=self.ranking.scope,
+            checkpoint_trial_id=trial_id,
+        )
+        return best.model_dump(mode="json")
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._upsert(trial, status=TrialStatus.TERMINATED)
@@ -159,9 +338,18 @@ class StoreRecorder(Callback):
         )
 
 
+def curve_numbers(store: Any, experiment_id: str, trial_id: str, ranking: Ranking) -> dict | None:
+    """metric, best_metric, score (and values) of a trial from its curve in the store, the
+    record of every result of every attempt; None where the store has no point of it."""
+    points = store.metric_history(experiment_id, trial_id, keys=list(ranking.keys))
+    if not points:
+        return None
+    return ranking.of_curve([(p.iteration, p.env_steps, p.values) for p in points])
+
+
 def _error_text(trial: Any) -> str:
     """The end of the errors Tune wrote for a trial, as the store keeps it."""
     return (error_text(trial) or "error")[-4000:]
 
 
-__all__ = ["StoreRecorder"]
+__all__ = ["Ranking", "StoreRecorder", "curve_numbers"]

@@ -453,10 +453,11 @@ async function refreshSweep(id, gen) {
   if (!terminal) s.finalFetched = false;
   if (s.finalFetched) return;
 
-  const metricsReq = exp.metric
-    ? api(`/experiments/${enc}/metrics?key=${encodeURIComponent(exp.metric)}`)
-      .catch((err) => ({ error: err })) // no curves must not hide the trials table
-    : Promise.resolve({ series: {} });
+  // one curve chart per objective (the metric alone without `objectives`)
+  const metricsReq = Promise.all(objectivesOf(exp).map((o) =>
+    api(`/experiments/${enc}/metrics?key=${encodeURIComponent(o.metric)}`)
+      .then((m) => ({ ...o, series: m.series || {} }))))
+    .catch((err) => ({ error: err })); // no curves must not hide the trials table
   const [trials, metrics] = await Promise.all([api(`/experiments/${enc}/trials`), metricsReq]);
   if (gen !== state.gen) return;
   s.trials = trials.items || [];
@@ -774,46 +775,112 @@ function chartNote(id, message) {
   show($(`#${id}-note`), Boolean(message));
 }
 
+// Plotly's default colours: a trial keeps its colour on every objective's chart
+const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
+  '#7f7f7f', '#bcbd22', '#17becf'];
+// up to this many points a curve also marks each one: a metric reported on a few
+// iterations only (evaluation/... exists where a trial evaluated, the at-end evaluation
+// once) draws points, never an empty chart
+const MARKERS_UP_TO = 60;
+
+/** The sweep's objectives: `spec.objectives`, else its one metric and mode. */
+function objectivesOf(exp) {
+  const listed = (exp.spec && exp.spec.objectives) || [];
+  if (listed.length) return listed.map((o) => ({ metric: o.metric, mode: o.mode }));
+  return exp.metric ? [{ metric: exp.metric, mode: exp.mode }] : [];
+}
+
+/** A metric named for an axis or a column: what it is where its name hides it (seconds),
+ * and which way is better (`max`/`min` beside `time_total_s` reads as minutes). */
+function metricLabel(metric, mode) {
+  const unit = /(^|\/)time_total_s$/.test(metric) ? 'training seconds'
+    : /_s$/.test(metric) ? 'seconds' : '';
+  const way = mode === 'min' ? 'lower is better' : mode === 'max' ? 'higher is better' : '';
+  const notes = [unit, way].filter(Boolean).join(', ');
+  return notes ? `${metric} (${notes})` : metric;
+}
+
+/** A vertical axis title in lines of at most `most` characters, broken after a '/' or a
+ * space (Plotly's <br>): a long metric name would run past its chart's height, clipped. */
+function wrapTitle(text, most) {
+  const lines = [];
+  for (const part of String(text).split(/(?<=[/ ])/)) {
+    const last = lines.length - 1;
+    if (last >= 0 && (lines[last] + part).trimEnd().length <= most) lines[last] += part;
+    else lines.push(part);
+  }
+  return lines.map((l) => l.trimEnd()).join('<br>');
+}
+
+/** Learning curves: per objective a chart (stacked), each trial a line through the points
+ * it reported (markers where they are few), the best trial's drawn thicker. */
 function renderCurves(metrics) {
   const s = state.exp;
   const el = $('#curves');
   if (!window.Plotly) return chartNote('curves', 'Charts unavailable: plotly.min.js did not load.');
   if (metrics.error) return chartNote('curves', `Learning curves unavailable: ${describeError(metrics.error)}`);
-  const series = metrics.series || {};
-  const ids = Object.keys(series).sort(collator.compare);
+  const charts = metrics;
+  const ids = [...new Set(charts.flatMap((c) => Object.keys(c.series)))].sort(collator.compare);
   const bestId = s.data.best ? String(s.data.best.trial_id) : null;
-  // Cheap signature: the highlighted best trial, and per trial the point count and last point.
+  // Cheap signature: the highlighted best trial, and per chart and trial the point count
+  // and last point.
   let sig = `${bestId}|`;
-  for (const id of ids) {
-    const pts = series[id] || [];
-    const last = pts[pts.length - 1] || [];
-    sig += `${id}:${pts.length}:${last[0]}:${last[1]};`;
+  for (const c of charts) {
+    sig += `${c.metric}#`;
+    for (const id of ids) {
+      const pts = c.series[id] || [];
+      const last = pts[pts.length - 1] || [];
+      sig += `${id}:${pts.length}:${last[0]}:${last[1]};`;
+    }
   }
   if (sig === s.curvesSig) return;
   s.curvesSig = sig;
-  const total = ids.reduce((n, id) => n + (series[id] || []).length, 0);
-  chartNote('curves', total ? '' : 'No metric values reported yet.');
-  if (!total) return Plotly.purge(el); // no empty axes box
+  const count = (c) => Object.values(c.series).reduce((n, pts) => n + pts.length, 0);
+  if (!charts.some((c) => count(c) > 0)) {
+    chartNote('curves', 'No metric values reported yet.');
+    return Plotly.purge(el); // no empty axes box
+  }
+  const waiting = charts.filter((c) => !count(c)).map((c) => c.metric);
+  chartNote('curves', waiting.length ? `No values of ${waiting.join(', ')} reported yet.` : '');
 
-  const traces = ids.map((id) => ({
-    type: 'scatter',
-    mode: 'lines',
-    name: id,
-    x: series[id].map((p) => p[0]),
-    y: series[id].map((p) => p[1]),
-    line: { width: id === bestId ? 3 : 1.2 },
-    opacity: bestId && id !== bestId && ids.length > 10 ? 0.55 : 1,
-    hovertemplate: '%{fullData.name}<br>steps %{x:,}<br>%{y:.4g}<extra></extra>',
-  }));
+  const traces = [];
   const layout = {
-    height: 380,
-    margin: { l: 60, r: 20, t: 10, b: 45 },
-    xaxis: { title: { text: 'env steps' }, zeroline: false },
-    yaxis: { title: { text: s.data.metric || 'metric' }, zeroline: false },
+    height: charts.length > 1 ? 60 + 280 * charts.length : 380,
+    margin: { l: 70, r: 20, t: 10, b: 45 },
     showlegend: ids.length <= 20,
     hovermode: 'closest',
     uirevision: s.id, // keep the user's zoom across updates
   };
+  if (charts.length > 1) layout.grid = { rows: charts.length, columns: 1, pattern: 'independent', ygap: 0.25 };
+  charts.forEach((c, i) => {
+    const n = i ? String(i + 1) : '';
+    layout[`xaxis${n}`] = { title: { text: 'env steps' }, zeroline: false, rangemode: 'tozero' };
+    layout[`yaxis${n}`] = {
+      title: { text: wrapTitle(metricLabel(c.metric, charts.length > 1 ? c.mode : ''), charts.length > 1 ? 28 : 40) },
+      zeroline: false,
+      automargin: true,
+    };
+    ids.forEach((id, k) => {
+      const pts = c.series[id] || [];
+      const color = COLORS[k % COLORS.length];
+      traces.push({
+        type: 'scatter',
+        mode: pts.length <= MARKERS_UP_TO ? 'lines+markers' : 'lines',
+        connectgaps: true,
+        name: id,
+        legendgroup: id,
+        showlegend: i === 0,
+        xaxis: `x${n}`,
+        yaxis: `y${n}`,
+        x: pts.map((p) => p[0]),
+        y: pts.map((p) => p[1]),
+        line: { width: id === bestId ? 3 : 1.2, color },
+        marker: { size: id === bestId ? 7 : 5, color },
+        opacity: bestId && id !== bestId && ids.length > 10 ? 0.55 : 1,
+        hovertemplate: `%{fullData.name}<br>steps %{x:,}<br>${c.metric} %{y:.4g}<extra></extra>`,
+      });
+    });
+  });
   Plotly.react(el, traces, layout, PLOT_CONFIG);
 }
 
