@@ -26,7 +26,7 @@ from tuner.statuses import (
     SweepStatus,
     in_order,
 )
-from tuner.store import ExperimentRecord, Store
+from tuner.store import ERROR_CHARS, ExperimentRecord, Store, last_lines
 
 log = logging.getLogger("tuner.service")
 QUEUED, RUNNING, STOPPING = SweepStatus.QUEUED, SweepStatus.RUNNING, SweepStatus.STOPPING
@@ -190,12 +190,22 @@ class Supervisor:
             self.store.transition(rec.id, STOPPED, allowed_from=LAUNCHED)
         elif cur.attempts < self.settings.max_attempts:
             log.warning("driver of sweep %s ended (%s) without an outcome: resuming", rec.id, job)
-            error = f"driver ended ({job}); resumed"
+            # while the next attempt runs, what ended this one (the driver clears it into
+            # the sweep's warnings when that attempt finishes)
+            error = f"attempt {cur.attempts}: driver ended ({job}) without an outcome; resumed"
             self.store.transition(rec.id, QUEUED, allowed_from={RUNNING}, error=error)
         else:
-            tail = self.launcher.logs_tail(rec.job_id)
-            error = f"driver ended ({job}):\n{tail}"
+            error = f"driver ended ({job}); the end of its log:\n{self._log_end(rec.job_id)}"
             self.store.transition(rec.id, FAILED, allowed_from=LAUNCHED, error=error)
+
+    def _log_end(self, job_id: str) -> str:
+        """The last lines of a driver's log (where a traceback ends), whole lines only,
+        saying so where its start is left out."""
+        wanted = 2 * ERROR_CHARS
+        tail = self.launcher.logs_tail(job_id, chars=wanted)
+        if not tail.strip():
+            return "(its log is empty or could not be read)"
+        return last_lines(tail, ERROR_CHARS - 200, cut=len(tail) >= wanted)
 
     def _launch(self) -> None:
         free = self.settings.max_running_experiments - self.store.count_by_status(LAUNCHED)

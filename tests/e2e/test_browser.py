@@ -489,3 +489,71 @@ def test_learning_curves_draw_what_ran(server, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sweep-curves.png"), full_page=True)
     assert not errors, errors
+
+
+def test_the_page_shows_errors_as_what_they_are(server, browser):
+    """A sweep that succeeded after a resume shows the earlier attempt's end as history,
+    not as its error; a failed sweep's error is red and starts at a line, and the trial it
+    left pending says it did not finish; a trial retried after an error shows that error."""
+    from tuner.store import Store
+
+    store = Store(f"sqlite:///{server.data_dir / 'tuner.db'}")
+    retried = (
+        "Failure # 1 (occurred at 2026-01-01)\nTraceback (most recent call last):\n"
+        "RuntimeError: the env crashed"
+    )
+    ok_id = _stored(
+        store,
+        "resumed-ok",
+        tiny("resumed-ok"),
+        "SUCCEEDED",
+        {"resumed-ok_00000": ({"status": "TERMINATED", "retries": 1, "error": retried}, [])},
+        error="driver ended (FAILED); resumed",
+    )
+    traceback = "\n".join(
+        ["Traceback (most recent call last):"]
+        + [f'  File "m{i}.py", line {i}, in f\n    g({i})' for i in range(400)]
+        + ["RuntimeError: out of memory under resource contention"]
+    )
+    failed_id = _stored(
+        store,
+        "failed",
+        tiny("failed"),
+        "FAILED",
+        {"failed_00000": ({"status": "PENDING"}, [])},
+        error=traceback,
+    )
+    store.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    page.goto(f"{server.url}/#/experiments/{ok_id}")
+    page.wait_for_selector("#experiment-error:not([hidden])", timeout=30_000)
+    box = page.locator("#experiment-error")
+    assert box.get_attribute("class") == "box history"
+    assert box.inner_text().startswith("History (an earlier attempt): driver ended (FAILED)")
+    page.wait_for_selector("#trials-table tbody tr[data-trial-id]")
+    assert page.locator("td.col-retries").inner_text() == "1"
+    cell = page.locator("td.col-error span")
+    assert cell.inner_text() == "RuntimeError: the env crashed"
+    assert cell.get_attribute("title") == retried
+
+    page.goto(f"{server.url}/#/experiments/{failed_id}")
+    page.wait_for_function(
+        "() => document.querySelector('#experiment-title').textContent === 'failed'"
+    )
+    page.wait_for_selector("#experiment-error:not([hidden])", timeout=30_000)
+    box = page.locator("#experiment-error")
+    assert box.get_attribute("class") == "box error"
+    lines = box.inner_text().split("\n")
+    assert lines[0].startswith("[shortened:") and lines[1] in traceback.split("\n")
+    assert lines[-1] == "RuntimeError: out of memory under resource contention"
+    # the trial it left pending says it did not finish, instead of looking queued
+    page.wait_for_selector("#trials-table tbody tr[data-trial-id]")
+    assert page.locator("td.col-status").inner_text() == "PAUSED"
+    assert page.locator("td.col-error").inner_text().startswith("not finished: the sweep FAILED")
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "sweep-errors.png"), full_page=True)
+    assert not errors, errors

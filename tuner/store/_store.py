@@ -38,6 +38,7 @@ from tuner.store._models import (
     TrialRow,
     utcnow,
 )
+from tuner.store._text import last_lines
 from tuner.views import MetricPoint, TrialView
 
 T = TypeVar("T")
@@ -56,6 +57,11 @@ TRIAL_FIELDS = {c.name for c in TrialRow.__table__.columns} - {
     "trial_id",
     "updated_at",
 }
+# A sweep that ends with trials still pending or running was stopped, or failed, before
+# they finished: they are PAUSED (a resume continues them), never left looking live.
+UNFINISHED = (TrialStatus.PENDING.value, TrialStatus.RUNNING.value)
+ENDED_UNFINISHED = {SweepStatus.STOPPED, SweepStatus.FAILED}
+NOT_FINISHED_NOTE = "not finished: the sweep FAILED before this trial ended; a resume continues it"
 TRIAL_DEFAULTS: dict[str, Any] = {
     "status": TrialStatus.PENDING.value,
     "stage": STAGE_SEARCH,
@@ -227,6 +233,7 @@ class Store:
             raise TypeError(f"not experiment fields: {sorted(unknown)}")
         if "status" in fields:
             fields["status"] = _check_status(fields["status"])
+        _shorten_error(fields)
         fields.setdefault("updated_at", utcnow())
         with self._sessions.begin() as session:
             statement = update(ExperimentRow).where(ExperimentRow.id == experiment_id)
@@ -240,7 +247,9 @@ class Store:
         """Atomically move a sweep to status `to` if its status is in `allowed_from` and
         the state machine (TRANSITIONS) has that change (compare-and-set); whether it
         moved. `fields` (stop_requested, attempts, error, ...) are written by the same
-        guarded UPDATE: only if the sweep moved. A request the state machine allows from
+        guarded UPDATE: only if the sweep moved. A move to STOPPED or FAILED also marks
+        the sweep's trials still PENDING or RUNNING as PAUSED (FAILED: with a note in
+        their error), in the same transaction. A request the state machine allows from
         none of `allowed_from` is a programming error: ValueError."""
         to = SweepStatus(_check_status(to))
         unknown = set(fields) - TRANSITION_FIELDS
@@ -249,6 +258,7 @@ class Store:
         allowed_from = {s for s in allowed_from if to in TRANSITIONS.get(s, ())}
         if not allowed_from:
             raise ValueError(f"no transition to {to} from those statuses in the state machine")
+        _shorten_error(fields)
         now = utcnow()
         values: dict[str, Any] = {**fields, "status": to.value, "updated_at": now}
         if to == SweepStatus.RUNNING:
@@ -263,7 +273,10 @@ class Store:
             .values(**values)
         )
         with self._sessions.begin() as session:
-            return session.execute(statement, execution_options=BULK).rowcount == 1
+            moved = session.execute(statement, execution_options=BULK).rowcount == 1
+            if moved and to in ENDED_UNFINISHED:
+                _end_unfinished_trials(session, experiment_id, to, now)
+            return moved
 
     def queued_in_order(self) -> list[ExperimentRecord]:
         """QUEUED sweeps, oldest first (submission order)."""
@@ -319,6 +332,7 @@ class Store:
         for key in ("metric", "best_metric", "score", "train_score"):
             if key in fields:
                 fields[key] = _finite(fields[key])
+        _shorten_error(fields)
         fields["updated_at"] = utcnow()
         where = (TrialRow.experiment_id == experiment_id) & (TrialRow.trial_id == trial_id)
 
@@ -422,6 +436,30 @@ class Store:
                 if key in values:
                     curve.append((env_steps, values[key]))
         return series
+
+
+def _shorten_error(fields: dict[str, Any]) -> None:
+    """An error among `fields` as the store keeps it: its last lines (tuner.store.last_lines)."""
+    if isinstance(fields.get("error"), str):
+        fields["error"] = last_lines(fields["error"])
+
+
+def _end_unfinished_trials(
+    session: Session, experiment_id: str, outcome: SweepStatus, now: Any
+) -> None:
+    """A sweep that ended STOPPED or FAILED: its trials still PENDING or RUNNING are
+    PAUSED (a resume continues them); after a failure their error says why they stopped
+    (below the error they had, if any)."""
+    values: dict[str, Any] = {"status": TrialStatus.PAUSED.value, "updated_at": now}
+    if outcome == SweepStatus.FAILED:
+        before = func.coalesce(TrialRow.error + "\n", "")
+        values["error"] = before + NOT_FINISHED_NOTE
+    statement = (
+        update(TrialRow)
+        .where(TrialRow.experiment_id == experiment_id, TrialRow.status.in_(UNFINISHED))
+        .values(**values)
+    )
+    session.execute(statement, execution_options=BULK)
 
 
 def _check_status(status: str) -> str:

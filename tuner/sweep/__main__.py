@@ -39,8 +39,10 @@ def _tracking(settings: Settings, experiment_name: str) -> object:
 
 
 def _store_trials(store: Store, experiment_id: str, trials: Sequence[TrialView]) -> None:
-    """The trials' final rows, as the sweep's summary has them."""
+    """The trials' final rows, as the sweep's summary has them. An error is kept where
+    the summary has none (a trial that was retried after it and then finished)."""
     for trial in trials:
+        kept = {"error": trial.error} if trial.error else {}
         store.upsert_trial(
             experiment_id,
             trial.trial_id,
@@ -55,10 +57,10 @@ def _store_trials(store: Store, experiment_id: str, trials: Sequence[TrialView])
             train_score=trial.train_score,
             values=trial.values,
             stage=trial.stage,
-            error=trial.error,
             checkpoint=trial.checkpoint,
             mlflow_run_id=trial.mlflow_run_id,
             retries=trial.retries,
+            **kept,
         )
 
 
@@ -166,18 +168,25 @@ def main(argv: list[str] | None = None) -> int:
             on_search_end=lambda found: _search_ended(store, rec.id, found, spec),
         )
     except SpecError as err:
-        store.update_experiment(rec.id, error=str(err))
-        store.transition(rec.id, SweepStatus.FAILED, allowed_from=LAUNCHED)
+        store.transition(rec.id, SweepStatus.FAILED, allowed_from=LAUNCHED, error=str(err))
         return 2
     except Exception:  # noqa: BLE001 - the service shows whatever ended the driver
-        store.update_experiment(rec.id, error=traceback.format_exc()[-4000:])
-        store.transition(rec.id, SweepStatus.FAILED, allowed_from=LAUNCHED)
+        # the whole traceback: the store keeps its last lines, which explain it
+        error = traceback.format_exc()
+        store.transition(rec.id, SweepStatus.FAILED, allowed_from=LAUNCHED, error=error)
         raise
-    stopped = bool((store.get_experiment(rec.id) or rec).stop_requested)
+    now = store.get_experiment(rec.id) or rec
     _from_the_store(store, rec.id, summary, spec)
     _store_trials(store, rec.id, summary.trials)
     best = summary.best.model_dump(mode="json") if summary.best else None
-    status = SweepStatus.STOPPED if stopped else summary.status
+    status = SweepStatus.STOPPED if now.stop_requested else summary.status
+    warnings = list(summary.warnings)
+    earlier = {}
+    if now.error and status != SweepStatus.FAILED:
+        # what ended an earlier attempt (the supervisor resumed it) is history now, not
+        # the error of a sweep this attempt finished
+        warnings.append(f"an earlier attempt of this sweep ended early: {now.error}")
+        earlier = {"error": None}
     store.update_experiment(
         rec.id,
         best=best,
@@ -185,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         pareto=[m.model_dump(mode="json") for m in summary.pareto] or None,
         importance=summary.importance or None,
         importance_ped_anova=summary.importance_ped_anova or None,
-        warnings=summary.warnings,
+        warnings=warnings,
         mlflow=summary.mlflow.model_dump(mode="json") if summary.mlflow else None,
+        **earlier,
     )
     store.transition(rec.id, status, allowed_from=LAUNCHED)
     return 0 if status != SweepStatus.FAILED else 1

@@ -348,8 +348,8 @@ def curve_numbers(store: Any, experiment_id: str, trial_id: str, ranking: Rankin
 
 
 def _error_text(trial: Any) -> str:
-    """The end of the errors Tune wrote for a trial, as the store keeps it."""
-    return (error_text(trial) or "error")[-4000:]
+    """The errors Tune wrote for a trial (the store keeps their last lines)."""
+    return error_text(trial) or "error"
 
 
 __all__ = ["Ranking", "StoreRecorder", "curve_numbers"]

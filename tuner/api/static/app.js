@@ -71,9 +71,11 @@ function link(url, text) {
   return href ? `<a href="${esc(href)}" target="_blank" rel="noopener">${esc(text)}</a>` : '';
 }
 
-function truncate(text, n) {
-  const first = String(text).split('\n').find((l) => l.trim()) ?? '';
-  return first.length > n ? `${first.slice(0, n - 1)}…` : first;
+/** An error's last line, where a traceback names the exception (and where the store's
+ * "[shortened: ...]" note is not), cut to n characters. */
+function lastLine(text, n) {
+  const last = String(text).split('\n').filter((l) => l.trim()).pop() ?? '';
+  return last.length > n ? `${last.slice(0, n - 1)}…` : last;
 }
 
 /** Natural order: "trial_2" before "trial_10". */
@@ -521,8 +523,14 @@ function renderHeader(exp) {
   const warnings = exp.warnings || [];
   setHtml($('#experiment-warnings'), warnings.map((w) => `<div>${esc(w)}</div>`).join(''));
   show($('#experiment-warnings'), warnings.length > 0);
-  setText($('#experiment-error'), exp.error || '');
-  show($('#experiment-error'), Boolean(exp.error));
+  // An error is the sweep's own where it ended on it (it can be resumed); while it runs
+  // again, or once it succeeded, an error left from an earlier attempt is history.
+  const own = isIn('terminal', exp.status) && isIn('resumable', exp.status);
+  const errorBox = $('#experiment-error');
+  const errorClass = own ? 'box error' : 'box history';
+  if (errorBox.className !== errorClass) errorBox.className = errorClass;
+  setText(errorBox, exp.error ? `${own ? '' : 'History (an earlier attempt): '}${exp.error}` : '');
+  show(errorBox, Boolean(exp.error));
 
   $('#stop-button').disabled = !isIn('stoppable', exp.status);
   $('#resume-button').disabled = !isIn('resumable', exp.status);
@@ -722,7 +730,7 @@ function trialColumns(configKeys) {
     { key: 'device', label: 'Device', get: (t) => t.device },
     {
       key: 'error', label: 'Error', get: (t) => t.error,
-      html: (t) => (t.error ? `<span title="${esc(t.error)}">${esc(truncate(t.error, 80))}</span>` : ''),
+      html: (t) => (t.error ? `<span title="${esc(t.error)}">${esc(lastLine(t.error, 80))}</span>` : ''),
     },
     { key: 'mlflow_url', label: 'MLflow', get: (t) => t.mlflow_url, html: (t) => link(t.mlflow_url, 'run ↗') },
   ];
