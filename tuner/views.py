@@ -491,6 +491,12 @@ class ExampleSpec(_View):
 
     name: str
     spec: str = Field(..., description="Its YAML text.")
+    needs: list[str] = Field(
+        default_factory=list,
+        description="What it needs beyond a plain `make run`, one line each: "
+        "`TUNER_ALLOWED_MODULES=<module>` for the code it names by import path, an earlier "
+        "sweep for a warm start; empty: it runs as it is.",
+    )
 
 
 class Plan(_View):

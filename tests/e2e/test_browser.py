@@ -366,7 +366,10 @@ def test_a_sweep_of_two_objectives_shows_its_pareto_front(server, browser):
     meta = page.locator("#experiment-meta").inner_text()
     assert "max env_runners/episode_return_mean, min time_total_s" in meta
     heads = page.locator("#pareto-table thead th").all_inner_texts()
-    assert heads[1:3] == [f"{o['metric']} ({o['mode']})" for o in objectives]
+    assert heads[1:3] == [
+        "env_runners/episode_return_mean (higher is better)",
+        "time_total_s (training seconds, lower is better)",
+    ]
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "pareto.png"), full_page=True)
     assert not errors, errors
@@ -491,6 +494,86 @@ def test_learning_curves_draw_what_ran(server, browser):
     assert not errors, errors
 
 
+def test_the_pages_charts_say_what_they_show(server, browser):
+    """`choice` keys are categorical axes with the choices as ticks (of the spec's space,
+    or of the algorithm's default space); the Pareto chart says what time_total_s is and
+    which way is better, and shows a note, not empty axes, before any trial has both
+    values; the confirmation chart's y title fits beside its ticks."""
+    from tuner.store import Store
+
+    exp_id = _drawn_sweep(server, "details")
+    store = Store(f"sqlite:///{server.data_dir / 'tuner.db'}")
+    default_space = _stored(  # PPO's default space: gamma is a choice of five
+        store,
+        "default-space",
+        {k: v for k, v in tiny("default-space").items() if k != "search"},
+        "STOPPED",
+        {
+            f"default-space_{k:05d}": (
+                {"status": "TERMINATED", "config": {"gamma": g}, "best_metric": 10.0 * k},
+                [],
+            )
+            for k, g in enumerate([0.99, 0.995])
+        },
+    )
+    objectives = [
+        {"metric": "env_runners/episode_return_mean", "mode": "max"},
+        {"metric": "time_total_s", "mode": "min"},
+    ]
+    search = {"method": "optuna", "num_samples": 2, "space": {"lr": {"loguniform": [1e-4, 1e-2]}}}
+    no_values = _stored(
+        store,
+        "no-values-yet",
+        tiny("no-values-yet", objectives=objectives, search=search),
+        "STOPPED",
+        {"no-values-yet_00000": ({"status": "PAUSED", "config": {"lr": 1e-3}}, [])},
+    )
+    store.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server.url}/#/experiments/{exp_id}")
+    dims_js = """() => Object.fromEntries(document.querySelector('#parcoords').data[0]
+        .dimensions.map((d) => [d.label, [d.tickvals || null, d.ticktext || null, d.values]]))"""
+    page.wait_for_selector("#parcoords .plot-container", timeout=60_000)
+    dims = page.evaluate(dims_js)
+    assert dims["num_epochs"] == [[0, 1, 2], ["2", "6", "12"], [0, 1, 1]]
+    assert dims["model.fcnet_hiddens"] == [[0, 1], ["[32]", "[64,64]"], [0, 1, 0]]
+    assert "lr (log)" in dims
+
+    page.wait_for_selector("#pareto-chart .plot-container", timeout=30_000)
+    x_title = page.evaluate("() => document.querySelector('#pareto-chart').layout.xaxis.title.text")
+    y_title = page.evaluate("() => document.querySelector('#pareto-chart').layout.yaxis.title.text")
+    assert x_title == f"{EVAL} (higher is better)"
+    assert y_title.replace("<br>", " ") == "time_total_s (training seconds, lower is better)"
+
+    # the confirmation chart's y title (a long metric's) lies inside the chart, whole
+    page.wait_for_selector("#confirm-chart .g-ytitle text", timeout=30_000)
+    assert "episode_return_mean" in page.locator("#confirm-chart .g-ytitle").text_content()
+    title = page.locator("#confirm-chart .g-ytitle text").bounding_box()
+    chart = page.locator("#confirm-chart .main-svg").first.bounding_box()
+    ticks = page.locator("#confirm-chart .ytick text").first.bounding_box()
+    assert title["x"] >= chart["x"] and title["y"] >= chart["y"] - 1
+    assert title["y"] + title["height"] <= chart["y"] + chart["height"] + 1
+    assert title["x"] + title["width"] <= ticks["x"]  # beside its tick labels, not over
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "sweep-details.png"), full_page=True)
+
+    page.goto(f"{server.url}/#/experiments/{default_space}")
+    page.wait_for_function(
+        "() => document.querySelector('#experiment-title').textContent === 'default-space'"
+    )
+    page.wait_for_selector("#parcoords .plot-container", timeout=30_000)
+    gamma = page.evaluate(dims_js)["gamma"]
+    assert gamma == [[0, 1, 2, 3, 4], ["0.95", "0.98", "0.99", "0.995", "0.999"], [2, 3]]
+
+    page.goto(f"{server.url}/#/experiments/{no_values}")
+    page.wait_for_selector("#pareto-panel:not([hidden]) #pareto-note:not([hidden])", timeout=30_000)
+    assert "appears once a trial has reported both" in page.locator("#pareto-note").inner_text()
+    assert page.locator("#pareto-chart .plot-container").count() == 0  # no empty axes
+    assert not errors, errors
+
+
 def test_the_page_shows_errors_as_what_they_are(server, browser):
     """A sweep that succeeded after a resume shows the earlier attempt's end as history,
     not as its error; a failed sweep's error is red and starts at a line, and the trial it
@@ -557,3 +640,25 @@ def test_the_page_shows_errors_as_what_they_are(server, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sweep-errors.png"), full_page=True)
     assert not errors, errors
+
+
+def test_the_examples_say_what_they_need(server, browser):
+    """Examples that import code, or start from an earlier sweep, say so in the list and
+    beside it once chosen; the others say nothing."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server.url}/#/new")
+    page.wait_for_function("() => document.querySelectorAll('#example-select option').length > 5")
+    label = page.locator("#example-select option[value='callbacks-cartpole']").inner_text()
+    assert label == "callbacks-cartpole (needs TUNER_ALLOWED_MODULES=tuner_examples)"
+    warm = page.locator("#example-select option[value='cartpole-ppo-warm-start']").inner_text()
+    assert "needs an earlier sweep named cartpole-ppo-default-space" in warm
+    page.select_option("#example-select", "reinforce-cartpole")
+    needs = page.locator("#example-needs")
+    assert (
+        needs.is_visible() and "TUNER_ALLOWED_MODULES=tuner_examples make run" in needs.inner_text()
+    )
+    page.select_option("#example-select", "cartpole-ppo")
+    assert (
+        page.locator("#example-select option[value='cartpole-ppo']").inner_text() == "cartpole-ppo"
+    )
+    assert needs.is_hidden()

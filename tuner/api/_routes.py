@@ -462,10 +462,32 @@ def examples() -> list[ExampleSpec]:
     from on the web page; empty where the package was installed without them."""
     if not _EXAMPLES.is_dir():
         return []
-    return [
-        ExampleSpec(name=path.stem, spec=path.read_text())
-        for path in sorted(_EXAMPLES.glob("*.yaml"))
-    ]
+    out = []
+    for path in sorted(_EXAMPLES.glob("*.yaml")):
+        text = path.read_text()
+        out.append(ExampleSpec(name=path.stem, spec=text, needs=_example_needs(text)))
+    return out
+
+
+def _example_needs(text: str) -> list[str]:
+    """What an example spec needs of the service: the top-level packages of the code it
+    names by import path (to allow with TUNER_ALLOWED_MODULES), and the earlier sweep a
+    warm start reads."""
+    from tuner.spec import import_paths, load_yaml_strict, parse_spec
+
+    try:
+        spec = parse_spec(load_yaml_strict(text))
+    except Exception:  # noqa: BLE001 - the form's preview says what is wrong with it
+        return []
+    named = [*spec.callbacks, *import_paths(spec.config, spec.model, space=spec.search.space)]
+    named += [p for p in (spec.module, spec.env) if p and ":" in p]
+    if spec.custom_algorithm:
+        named.append(spec.algorithm)
+    packages = sorted({p.partition(":")[0].split(".")[0] for p in named})
+    needs = [f"TUNER_ALLOWED_MODULES={','.join(packages)}"] if packages else []
+    if spec.search.warm_start is not None:
+        needs.append(f"an earlier sweep named {spec.search.warm_start.from_} (search.warm_start)")
+    return needs
 
 
 @router.get(

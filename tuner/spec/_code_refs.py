@@ -103,8 +103,15 @@ def module_allowed(path: str, allowed: Sequence[str]) -> bool:
     return False
 
 
-def _allowed_note(allowed: Sequence[str]) -> str:
-    shown = ", ".join(m for m in allowed if m.strip()) or "none"
+def _allowed_note(allowed: Sequence[str], value: Any = None) -> str:
+    shown = ", ".join(m for m in allowed if m.strip())
+    if not shown:
+        named = value.partition(":")[0].split(".")[0] if isinstance(value, str) else ""
+        module = named if ":" in str(value) and _MODULE_RE.fullmatch(named) else "<module>"
+        return (
+            f"this service imports no user code (set TUNER_ALLOWED_MODULES={module}; "
+            f"`tuner run --allow-module {module}`)"
+        )
     return f"allowed modules: {shown}; {_ALLOW_HINT}"
 
 
@@ -203,7 +210,7 @@ class _Walker:
                 loc,
                 value,
                 f"{head}: use {choices}an import path 'package.module:Name' under an allowed "
-                f"module{_dotted_hint(value, self.allowed)} ({_allowed_note(self.allowed)})",
+                f"module{_dotted_hint(value, self.allowed)} ({_allowed_note(self.allowed, value)})",
             )
         if class_of_type:
             return self._refuse(loc, _shown(value), "`type` is one class name, not a collection")
@@ -234,7 +241,7 @@ class _Walker:
             _shown(value),
             "an env is a gymnasium id such as 'CartPole-v1' (RLlib imports any dotted "
             "name) or an import path 'package.module:Name' under an allowed module "
-            f"({_allowed_note(self.allowed)})",
+            f"({_allowed_note(self.allowed, value)})",
         )
 
 

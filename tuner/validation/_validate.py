@@ -238,10 +238,14 @@ def code_ref_issues(
             SpecIssue(
                 loc="env",
                 value=spec.env,
-                msg="this service accepts envs from "
-                + (", ".join(allowed) if allowed else "no module")
-                + " (TUNER_ALLOWED_MODULES, formerly TUNER_ENV_MODULES; `tuner run "
-                "--allow-module`); use a gymnasium id",
+                msg=(
+                    "this service accepts envs from "
+                    + ", ".join(allowed)
+                    + " (TUNER_ALLOWED_MODULES, formerly TUNER_ENV_MODULES; `tuner run "
+                    "--allow-module`); use a gymnasium id"
+                    if allowed
+                    else _no_user_code(spec.env)
+                ),
             )
         )
     if allowed is not None:
@@ -524,13 +528,26 @@ def _spec_code_refs(spec: ExperimentSpec, allowed: list[str]) -> list[SpecIssue]
         SpecIssue(
             loc=loc,
             value=path,
-            msg="this service imports code only from "
-            + (", ".join(allowed) if allowed else "no module")
-            + " (TUNER_ALLOWED_MODULES; `tuner run --allow-module`)",
+            msg=(
+                "this service imports code only from "
+                + ", ".join(allowed)
+                + " (TUNER_ALLOWED_MODULES; `tuner run --allow-module`)"
+                if allowed
+                else _no_user_code(path)
+            ),
         )
         for loc, path in named
         if not module_allowed(path, allowed)
     ]
+
+
+def _no_user_code(path: str) -> str:
+    """The refusal where no module is allowed, naming the one to allow for `path`."""
+    module = path.partition(":")[0].split(".")[0] or "<module>"
+    return (
+        f"this service imports no user code (set TUNER_ALLOWED_MODULES={module}; "
+        f"`tuner run --allow-module {module}`)"
+    )
 
 
 def check_user_code(spec: ExperimentSpec) -> None:

@@ -460,7 +460,8 @@ async function refreshSweep(id, gen) {
     api(`/experiments/${enc}/metrics?key=${encodeURIComponent(o.metric)}`)
       .then((m) => ({ ...o, series: m.series || {} }))))
     .catch((err) => ({ error: err })); // no curves must not hide the trials table
-  const [trials, metrics] = await Promise.all([api(`/experiments/${enc}/trials`), metricsReq]);
+  const [trials, metrics] = await Promise.all([
+    api(`/experiments/${enc}/trials`), metricsReq, loadSpaces(exp)]);
   if (gen !== state.gen) return;
   s.trials = trials.items || [];
   const keys = new Set();
@@ -636,8 +637,13 @@ function renderConfirmation(exp) {
   const layout = {
     height: 300,
     margin: { l: 60, r: 20, t: 10, b: 60 },
-    xaxis: { title: { text: 'config (search trial)' }, type: 'category' },
-    yaxis: { title: { text: `${exp.metric || 'score'}: mean, 95 % CI` }, zeroline: false },
+    xaxis: { title: { text: 'config (search trial)' }, type: 'category', automargin: true },
+    // a long metric name: the margin grows to hold the title and the tick labels
+    yaxis: {
+      title: { text: wrapTitle(`${exp.metric || 'score'}: mean, 95 % CI`, 28), standoff: 8 },
+      zeroline: false,
+      automargin: true,
+    },
     uirevision: exp.id,
   };
   Plotly.react($('#confirm-chart'), [trace], layout, PLOT_CONFIG);
@@ -656,7 +662,7 @@ function renderPareto(exp) {
   const runs = Object.fromEntries((state.exp.trials || []).map((t) => [t.trial_id, t.mlflow_url]));
   const onFront = new Set(front.map((m) => m.trial_id));
   setHtml($('#pareto-table thead'), `<tr><th>Trial</th>${metrics.map((m, i) =>
-    `<th class="num">${esc(m)} (${esc(objectives[i].mode)})</th>`).join('')}
+    `<th class="num">${esc(metricLabel(m, objectives[i].mode))}</th>`).join('')}
     <th>Confirmed means</th><th>Hyperparameters</th><th>MLflow</th></tr>`);
   setHtml($('#pareto-table tbody'), front.map((m) => {
     const confirmed = (m.confirmed && m.confirmed.values) || null;
@@ -674,10 +680,16 @@ function renderPareto(exp) {
   }
   if (metrics.length > 2) notes.push(`The chart shows the first two of ${metrics.length} objectives.`);
   if (missing.length) notes.push(`${missing.length} trial(s) lack an objective's value and are not ranked.`);
-  chartNote('pareto', notes.join(' '));
-  if (!window.Plotly) return;
   const [x, y] = metrics;
   const points = trials.filter((t) => typeof t.values[x] === 'number' && typeof t.values[y] === 'number');
+  if (!points.length) { // no empty axes: a note until a trial has both values
+    notes.unshift(`The chart appears once a trial has reported both ${x} and ${y}.`);
+    chartNote('pareto', notes.join(' '));
+    if (window.Plotly) Plotly.purge($('#pareto-chart'));
+    return;
+  }
+  chartNote('pareto', notes.join(' '));
+  if (!window.Plotly) return;
   const trace = (rows, name, marker, mode) => ({
     type: 'scatter',
     mode,
@@ -693,8 +705,8 @@ function renderPareto(exp) {
   const layout = {
     height: 340,
     margin: { l: 70, r: 20, t: 10, b: 50 },
-    xaxis: { title: { text: `${x} (${objectives[0].mode})` }, zeroline: false },
-    yaxis: { title: { text: `${y} (${objectives[1].mode})` }, zeroline: false },
+    xaxis: { title: { text: metricLabel(x, objectives[0].mode) }, zeroline: false, automargin: true },
+    yaxis: { title: { text: wrapTitle(metricLabel(y, objectives[1].mode), 32) }, zeroline: false, automargin: true },
     legend: { orientation: 'h', x: 0, y: 1.02, yanchor: 'bottom' },
     uirevision: exp.id,
   };
@@ -892,8 +904,33 @@ function renderCurves(metrics) {
   Plotly.react(el, traces, layout, PLOT_CONFIG);
 }
 
+/** A value as a categorical axis labels it. */
+function categoryLabel(v) {
+  if (v === undefined || v === null) return '—';
+  return typeof v === 'string' ? v : JSON.stringify(v);
+}
+
+/** A categorical dimension: `labels` in their order as the ticks (every choice of a
+ * `choice` / `grid` domain, sampled or not), each trial at its label's index. */
+function categorical(key, values, labels) {
+  const index = new Map(labels.map((l, i) => [l, i]));
+  return {
+    label: key,
+    values: values.map((v) => index.get(categoryLabel(v))),
+    range: [0, Math.max(labels.length - 1, 1)],
+    tickvals: labels.map((_, i) => i),
+    ticktext: labels.map((l) => (l.length > 20 ? `${l.slice(0, 19)}…` : l)),
+  };
+}
+
 /** One parcoords dimension from the trials' values of one sampled hyperparameter. */
 function dimension(key, values, domain) {
+  const choices = domain && typeof domain === 'object' ? domain.choice || domain.grid : null;
+  if (Array.isArray(choices) && choices.length) { // a set of values, numbers too: its ticks
+    const labels = choices.map(categoryLabel);
+    for (const l of values.map(categoryLabel)) if (!labels.includes(l)) labels.push(l);
+    return categorical(key, values, labels);
+  }
   if (values.every((v) => typeof v === 'number' && Number.isFinite(v))) {
     const isLog = domain && typeof domain === 'object'
       && ('loguniform' in domain || 'qloguniform' in domain) && values.every((v) => v > 0);
@@ -911,16 +948,28 @@ function dimension(key, values, domain) {
     return { label: key, values, range: min === max ? [min - pad, max + pad] : [min, max] };
   }
   // Categorical (strings, booleans, lists, missing): each distinct label gets an index.
-  const labels = values.map((v) => (v === undefined ? '—' : typeof v === 'string' ? v : JSON.stringify(v)));
-  const uniq = [...new Set(labels)].sort(collator.compare);
-  const index = new Map(uniq.map((l, i) => [l, i]));
-  return {
-    label: key,
-    values: labels.map((l) => index.get(l)),
-    range: [0, Math.max(uniq.length - 1, 1)],
-    tickvals: uniq.map((_, i) => i),
-    ticktext: uniq.map((l) => (l.length > 20 ? `${l.slice(0, 19)}…` : l)),
-  };
+  return categorical(key, values, [...new Set(values.map(categoryLabel))].sort(collator.compare));
+}
+
+// The algorithms' default search spaces (GET /algorithms), asked once: a sweep whose spec
+// leaves `search.space` out searches its algorithm's, whose `choice` keys the parcoords
+// draws as categories too.
+let defaultSpaces = null;
+let spacesReq = null;
+
+function loadSpaces(exp) {
+  const given = exp.spec && exp.spec.search && exp.spec.search.space;
+  if (given || defaultSpaces) return Promise.resolve();
+  spacesReq = spacesReq || api('/algorithms').then((list) => {
+    defaultSpaces = Object.fromEntries(list.map((a) => [a.name, a.default_space || {}]));
+  }).catch(() => { spacesReq = null; }); // the axes are then drawn from the values alone
+  return spacesReq;
+}
+
+/** The domains a sweep searched, as written: its spec's space, else its algorithm's. */
+function spaceOf(exp) {
+  const given = exp.spec && exp.spec.search && exp.spec.search.space;
+  return given || (defaultSpaces && defaultSpaces[exp.algorithm]) || {};
 }
 
 /** `force` skips the throttle (used for the final draw of a finished sweep). */
@@ -938,7 +987,7 @@ function renderParcoords(force) {
     else if (s.configKeys.length) note = 'Appears once trials report the metric.';
     return chartNote('parcoords', note);
   }
-  const space = (s.data.spec && s.data.spec.search && s.data.spec.search.space) || {};
+  const space = spaceOf(s.data);
   const dims = s.configKeys.map((k) => dimension(k, rows.map((t) => (t.config || {})[k]), space[k]));
   const metricValues = rows.map((t) => t.best_metric);
   const shortMetric = String(s.data.metric || 'metric').split('/').pop();
@@ -1085,8 +1134,25 @@ async function loadExamples() {
     examples = [];
     setText($('#new-status'), `Examples unavailable: ${describeError(err)}`);
   }
-  const options = examples.map((e) => `<option value="${esc(e.name)}">${esc(e.name)}</option>`);
+  // an example that needs more than a plain `make run` says so in the list
+  const options = examples.map((e) => `<option value="${esc(e.name)}">${esc(e.name)}${
+    (e.needs || []).length ? ` (needs ${esc(e.needs.join('; '))})` : ''}</option>`);
   setHtml($('#example-select'), `<option value="">—</option>${options.join('')}`);
+}
+
+/** What the chosen example needs of the service, beside the list (hidden for none). */
+function showNeeds(example) {
+  const needs = (example && example.needs) || [];
+  setText($('#example-needs'), needs.length
+    ? `This example needs ${needs.join(' and ')}: ${needs.map(needHint).join(' ')}` : '');
+  show($('#example-needs'), needs.length > 0);
+}
+
+function needHint(need) {
+  if (need.startsWith('TUNER_ALLOWED_MODULES=')) {
+    return `start the service with ${need} (e.g. \`${need} make run\`), so it may import that code.`;
+  }
+  return 'run that sweep first: this one starts from its trials.';
 }
 
 function specPayload() {
@@ -1168,6 +1234,7 @@ function wireNewSweep() {
   $('#example-select').addEventListener('change', (e) => {
     const example = (examples || []).find((x) => x.name === e.target.value);
     if (example) $('#spec-text').value = example.spec;
+    showNeeds(example);
     specEdited();
   });
   $('#spec-file').addEventListener('change', async (e) => {
@@ -1178,7 +1245,10 @@ function wireNewSweep() {
   $('#spec-text').addEventListener('input', () => {
     // typed over: the text is no longer the example the dropdown names
     const example = (examples || []).find((x) => x.name === $('#example-select').value);
-    if (example && $('#spec-text').value !== example.spec) $('#example-select').value = '';
+    if (example && $('#spec-text').value !== example.spec) {
+      $('#example-select').value = '';
+      showNeeds(null);
+    }
     specEdited();
   });
   $('#preview-button').addEventListener('click', previewSpec);
