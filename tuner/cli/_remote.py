@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
 from tuner.settings import Settings
 from tuner.statuses import TERMINAL, TRIAL_ENDED
 
@@ -83,7 +84,16 @@ def submit(
     except OSError as e:
         err.print(f"{file}: {e.strerror}")
         raise typer.Exit(2) from None
-    exp = _call("POST", url, "/experiments", content=body, headers={"Content-Type": ctype})
+    # as long as the server validates it (its validator's deadline is 120 s, and a worker
+    # just started loads RLlib first): given up sooner, the sweep may start unseen
+    exp = _call(
+        "POST",
+        url,
+        "/experiments",
+        content=body,
+        headers={"Content-Type": ctype},
+        timeout=150,
+    )
     for w in exp.get("warnings", []):
         err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     typer.echo(exp["id"])
@@ -122,9 +132,19 @@ def _wait(url: str | None, experiment_id: str, poll_s: float = 2) -> dict:
         counts = exp.get("trial_counts", {})
         done = sum(counts.get(s, 0) for s in TRIAL_ENDED)
         total = max(sum(counts.values()), exp["spec"]["search"]["num_samples"])
+        best = exp.get("best") or {}
+        confirmed = best.get("confirmed") or {}
+        if best.get("source") == STAGE_CONFIRM and confirmed.get("mean") is not None:
+            # the answer: its mean over fresh seeds, as the lines printed below it say
+            return exp, done, total, f"confirmed mean {confirmed['mean']:.4g}"
         trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
-        # the score (the ranking value under the spec's scope), as status and the page
-        scores = [t["score"] for t in trials if t.get("score") is not None]
+        # the search's best score so far (the ranking value under the spec's scope), as
+        # status and the page; a confirmation trial's score is one seed's, not a best
+        scores = [
+            t["score"]
+            for t in trials
+            if t.get("score") is not None and t.get("stage", STAGE_SEARCH) == STAGE_SEARCH
+        ]
         top = (max(scores) if exp["mode"] == "max" else min(scores)) if scores else None
         return exp, done, total, f"score {top:.4g}" if top is not None else ""
 
