@@ -7,7 +7,7 @@ export RAY_AUTH_MODE ?= token
 export RAY_USAGE_STATS_ENABLED ?= 0
 export TUNER_DATA_DIR ?= $(HOME)/.tuner
 
-.PHONY: setup run test lint format unit integration e2e bench clean mlflow-ui images
+.PHONY: setup run test lint format unit integration e2e schemathesis bench clean mlflow-ui images
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,11 @@ integration: setup
 
 e2e: setup .system-deps
 	$(VENV)/bin/pytest -q tests/e2e
+
+# `schemathesis run` (tests/e2e/schemathesis.toml: every phase and check) against a real
+# `tuner serve` in a temporary data dir: no failure, every operation reached with real ids.
+schemathesis: setup
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests/e2e/test_schema.py -k schemathesis_run
 
 bench: setup
 	$(PY) bench/run_all.py

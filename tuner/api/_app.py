@@ -19,6 +19,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -27,13 +28,14 @@ from starlette.routing import BaseRoute
 
 import tuner
 from tuner.api._cache import ViewCache
+from tuner.api._deps import get_store, require_token
 from tuner.api._routes import public, router
 from tuner.api._security import SecurityHeaders, allowed_hosts
 from tuner.api._validator import Validator
 from tuner.launcher import Launcher
 from tuner.service import Supervisor
 from tuner.settings import Settings
-from tuner.spec import ExperimentSpec
+from tuner.spec import IMPORT_PATH_RE, ExperimentSpec
 from tuner.store import Store
 from tuner.views import Issue, Problems
 
@@ -190,6 +192,71 @@ def _env_required_for_rllib(spec_schema: dict) -> None:
     }
 
 
+def _declare_field_rules(components: dict) -> None:
+    """Rules of one field that the spec's models check but their JSON schema leaves out, in
+    the schema: each callback and the module are import paths ('package.module:Name'), a
+    stop.metrics key is a result key as `metric` is, multi_agent.policies names each
+    policy once, and a search-space domain is exactly one of its kinds, not null. (Whether
+    the operator allows a module, gymnasium registers an env id or RLlib takes a setting,
+    and rules across fields, stay a 422 that no schema can foretell.)"""
+    spec = components["ExperimentSpec"]["properties"]
+    spec["callbacks"]["items"] = {"type": "string", "pattern": IMPORT_PATH_RE.pattern}
+    for branch in spec["module"].get("anyOf", []):
+        if branch.get("type") == "string":
+            branch["pattern"] = IMPORT_PATH_RE.pattern
+    metrics = components["StopSpec"]["properties"]["metrics"]
+    metrics["propertyNames"] = {"pattern": spec["metric"]["pattern"]}
+    components["MultiAgentSpec"]["properties"]["policies"]["uniqueItems"] = True
+    domain = components["Domain"]
+    domain.update(minProperties=1, maxProperties=1)
+    for name, field in domain["properties"].items():
+        kinds = [b for b in field.get("anyOf", []) if b.get("type") != "null"]
+        if len(kinds) == 1:
+            kept = {k: v for k, v in field.items() if k not in ("anyOf", "default")}
+            domain["properties"][name] = {**kinds[0], **kept}
+
+
+def _depends_on(dependant: Any, call: Callable) -> bool:
+    return any(d.call is call or _depends_on(d, call) for d in dependant.dependencies)
+
+
+def _declare_guard_answers(schema: dict, routes: list[BaseRoute]) -> None:
+    """The answers a route's dependencies give before its own code runs, declared on each
+    operation: 401 (TUNER_API_TOKEN set, no or a wrong bearer token) and 403 (a state
+    change from another origin) where the token check guards it, 503 (the store
+    refused: _store_unavailable) where it reads the store."""
+    problem = {"application/json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    answers = {
+        "401": "TUNER_API_TOKEN is set and the bearer token is missing or wrong",
+        "403": "A state-changing request from a page of another origin",
+        "503": "The store is unavailable; nothing was changed, send the request again",
+    }
+    for route in routes:
+        if not isinstance(route, APIRoute) or not route.include_in_schema:
+            continue
+        guarded = _depends_on(route.dependant, require_token)
+        stored = _depends_on(route.dependant, get_store)
+        for method in route.methods:
+            operation = schema["paths"].get(route.path_format, {}).get(method.lower())
+            if operation is None:
+                continue
+            codes = []
+            if guarded:
+                codes.append("401")
+                if method not in ("GET", "HEAD", "OPTIONS"):
+                    codes.append("403")
+            if stored:
+                codes.append("503")
+            responses = operation.setdefault("responses", {})
+            for code in codes:
+                responses.setdefault(code, {"description": answers[code], "content": problem})
+            if "503" in codes:
+                responses["503"].setdefault(
+                    "headers",
+                    {"Retry-After": {"description": "Seconds", "schema": {"type": "string"}}},
+                )
+
+
 def _method_routes(app: FastAPI, *routers: APIRouter) -> list[BaseRoute]:
     """Every route of the app that answers HTTP methods: its own, and those of the included
     `routers` (FastAPI 0.16x keeps an included router's routes behind a wrapper with no
@@ -233,7 +300,9 @@ def _openapi(app: FastAPI) -> Callable[[], dict]:
         components.update(spec_schema.pop("$defs", {}))
         components["ExperimentSpec"] = spec_schema
         _env_required_for_rllib(spec_schema)
+        _declare_field_rules(components)
         _declare_problems(schema, components)
+        _declare_guard_answers(schema, _method_routes(app, public, router))
         _link_sweep_operations(schema)
         app.openapi_schema = schema
         return schema

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path as FilePath
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
@@ -61,6 +61,18 @@ router = APIRouter(
 )
 public = APIRouter(prefix="/api/v1", generate_unique_id_function=_operation_id)
 NOT_FOUND = {404: {"model": Problem}}
+
+# A sweep's id as the store issues it: 12 lowercase hex digits. The schema says so (clients
+# and schema-driven testers make ids of that form); an id of another form names no sweep,
+# a 404 as for an unknown one.
+SWEEP_ID_PATTERN = r"^[0-9a-f]{12}$"
+ExperimentId = Annotated[
+    str,
+    Path(
+        description="The sweep's id, as `POST /experiments` returned it (12 hex digits).",
+        json_schema_extra={"pattern": SWEEP_ID_PATTERN},
+    ),
+]
 
 
 def experiment_view(store: Store, rec: ExperimentRecord) -> ExperimentView:
@@ -256,7 +268,9 @@ def list_experiments(
     responses=NOT_FOUND,
     tags=["experiments"],
 )
-async def get_experiment(experiment_id: str, store: StoreDep, cache: ViewCacheDep) -> Response:
+async def get_experiment(
+    experiment_id: ExperimentId, store: StoreDep, cache: ViewCacheDep
+) -> Response:
     """Spec, status, trial counts, best trial (config, metric, checkpoint), MLflow links."""
     return await cache.get(
         f"{experiment_id}/view", lambda: experiment_view(store, _get(store, experiment_id))
@@ -270,7 +284,7 @@ async def get_experiment(experiment_id: str, store: StoreDep, cache: ViewCacheDe
     tags=["experiments"],
 )
 async def list_trials(
-    experiment_id: str, store: StoreDep, settings: SettingsDep, cache: ViewCacheDep
+    experiment_id: ExperimentId, store: StoreDep, settings: SettingsDep, cache: ViewCacheDep
 ) -> Response:
     """Every trial: status, sampled values, progress, metric, error, node, MLflow run."""
 
@@ -293,8 +307,8 @@ async def list_trials(
     tags=["experiments"],
 )
 def trial_metrics(
-    experiment_id: str,
-    trial_id: str,
+    experiment_id: ExperimentId,
+    trial_id: Annotated[str, Path(description="The trial's id, as the sweep's trials list it.")],
     store: StoreDep,
     keys: Annotated[str | None, Query(description="Comma-separated metric keys.")] = None,
 ) -> TrialMetrics:
@@ -314,7 +328,7 @@ def trial_metrics(
     tags=["experiments"],
 )
 async def metric_series(
-    experiment_id: str,
+    experiment_id: ExperimentId,
     store: StoreDep,
     cache: ViewCacheDep,
     key: Annotated[
@@ -341,7 +355,7 @@ async def metric_series(
     tags=["experiments"],
 )
 async def stop_experiment(
-    experiment_id: str, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
+    experiment_id: ExperimentId, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
 ) -> ExperimentView:
     """Stops a sweep (STOPPING, then STOPPED): Tune saves its state and the trials end,
     resumable from their last checkpoint; a job that does not end within
@@ -357,7 +371,7 @@ async def stop_experiment(
     tags=["experiments"],
 )
 async def resume_experiment(
-    experiment_id: str, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
+    experiment_id: ExperimentId, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
 ) -> ExperimentView:
     """Continues a PARTIAL, STOPPED or FAILED sweep from Tune's state (same MLflow parent run)."""
     return await _change(store, cache, wake, experiment_id, service.resume)
@@ -370,7 +384,7 @@ async def resume_experiment(
     tags=["experiments"],
 )
 async def delete_experiment(
-    experiment_id: str,
+    experiment_id: ExperimentId,
     store: StoreDep,
     settings: SettingsDep,
     cache: ViewCacheDep,
@@ -453,7 +467,7 @@ def algorithms() -> list[AlgorithmInfo]:
     return registry.algorithms()
 
 
-_EXAMPLES = Path(tuner.__file__).resolve().parent.parent / "experiments"
+_EXAMPLES = FilePath(tuner.__file__).resolve().parent.parent / "experiments"
 
 
 @router.get("/examples", response_model=list[ExampleSpec], tags=["experiments"])
@@ -490,21 +504,40 @@ def _example_needs(text: str) -> list[str]:
     return needs
 
 
+# `ids` as the schema declares it: a comma-separated list (OpenAPI's form style, not
+# exploded) of 2 to compare.MOST distinct sweep ids, each of the store's form. Declared by
+# hand: FastAPI would describe the one string it parses, with none of these rules.
+_COMPARE_IDS = {
+    "parameters": [
+        {
+            "name": "ids",
+            "in": "query",
+            "required": True,
+            "style": "form",
+            "explode": False,
+            "description": f"2 to {compare.MOST} distinct sweep ids, comma-separated.",
+            "schema": {
+                "type": "array",
+                "items": {"type": "string", "pattern": SWEEP_ID_PATTERN},
+                "minItems": 2,
+                "maxItems": compare.MOST,
+                "uniqueItems": True,
+            },
+        }
+    ]
+}
+
+
 @router.get(
     "/compare",
     response_model=Comparison,
     responses=NOT_FOUND,
+    openapi_extra=_COMPARE_IDS,
     tags=["experiments"],
 )
 def compare_sweeps(
     store: StoreDep,
-    ids: Annotated[
-        str,
-        Query(
-            description=f"2 to {compare.MOST} distinct sweep ids, comma-separated.",
-            max_length=400,
-        ),
-    ],
+    ids: Annotated[str, Query(max_length=400, include_in_schema=False)],
 ) -> Comparison:
     """Sweeps side by side: each best config (the keys that differ named), its confirmed
     mean and CI, its best trial's learning curve, its importance and MLflow links."""
