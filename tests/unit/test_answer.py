@@ -130,3 +130,15 @@ def test_the_model_versions_description_reads_as_the_answer():
     assert "Confirmed over 2 fresh seeds" in text
     assert "mean 20.5 (95 % CI 20 to 21, IQM 20.5)" in text
     assert "seed 2, trial d0" in text
+
+
+def test_a_list_of_sweeps_shows_the_confirmed_mean_where_it_decided_the_answer():
+    from tuner.cli._remote import headline
+
+    answer = the_answer(SPEC, summary_with_confirmation())
+    assert answer is not None
+    assert headline(answer.model_dump(mode="json")) == "20.5 (confirmed mean)"
+    search = summary_with_confirmation().best
+    assert search is not None
+    assert headline(search.model_dump(mode="json")) == "30 (score)"
+    assert headline({}) == "-"

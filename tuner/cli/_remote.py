@@ -109,6 +109,15 @@ def submit(
         raise typer.Exit(outcome_code(exp["status"]))
 
 
+def headline(best: dict[str, Any]) -> str:
+    """The answer's number in a list of sweeps: its confirmed mean where a confirmation
+    decided it, else its score; `-` without one."""
+    confirmed = best.get("confirmed") or {}
+    if best.get("source") == STAGE_CONFIRM and confirmed.get("mean") is not None:
+        return f"{confirmed['mean']:.4g} (confirmed mean)"
+    return f"{best['metric_value']:.4g} (score)" if best else "-"
+
+
 def print_answer(out: Any, exp: dict[str, Any]) -> None:
     """A sweep's answer (tuner.cli answer_lines) and its MLflow run link."""
     for line in answer_lines(exp.get("best"), exp["metric"]):
@@ -203,10 +212,10 @@ def status(
                     e["status"],
                     e["algorithm"],
                     str(sum(e["trial_counts"].values())),
-                    f"{best['metric_value']:.4g}" if best else "-",
+                    headline(best),
                 ]
             )
-        print_table(out, ["id", "name", "status", "algorithm", "trials", "score"], rows)
+        print_table(out, ["id", "name", "status", "algorithm", "trials", "best"], rows)
         return
     exp = _call("GET", url, f"/experiments/{experiment_id}")
     trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]

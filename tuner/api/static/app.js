@@ -353,6 +353,14 @@ async function refreshList(route, gen) {
   if (gen === state.gen) renderList(page, route);
 }
 
+/** The answer's number in the list: its confirmed mean where a confirmation decided it
+ * (as the headline box shows it), else its score. */
+function headline(best) {
+  if (!best) return '—';
+  const mean = best.source === 'confirm' && best.confirmed ? best.confirmed.mean : null;
+  return typeof mean === 'number' ? `${fmtNum(mean)} (confirmed mean)` : `${fmtNum(best.metric_value)} (score)`;
+}
+
 function renderList(page, route) {
   const items = page.items || [];
   const rows = items.map((e) => `
@@ -364,7 +372,7 @@ function renderList(page, route) {
       <td>${esc(e.algorithm)}</td>
       <td>${esc(e.env)}</td>
       <td>${esc(countsText(e.trial_counts) || '—')}</td>
-      <td class="num">${esc(fmtNum(e.best ? e.best.metric_value : null))}</td>
+      <td class="num">${esc(headline(e.best))}</td>
       <td>${esc(fmtTime(e.created_at))}</td>
     </tr>`);
   const empty = `<tr><td colspan="8" class="empty">No sweeps${
