@@ -223,6 +223,23 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         assert page.locator("#new-status").inner_text() == "It does not fit the cluster."
         assert page.is_disabled("#submit-button")
 
+        # the README's form, a scheduler and a budget in env steps: the plan shows the
+        # scheduler's settings in force, counted in env steps
+        asha = TINY_YAML.format(name="asha-steps").replace(
+            "stop: {training_iteration: 1}",
+            "stop: {timesteps_total: 3000}\nscheduler: {type: asha}",
+        )
+        page.fill("#spec-text", asha)
+        page.click("#preview-button")
+        page.wait_for_function(
+            "() => document.querySelector('#plan-scheduler').textContent.startsWith('asha')",
+            timeout=120_000,
+        )
+        shown = page.locator("#plan-scheduler").inner_text()
+        assert shown.startswith("asha counting num_env_steps_sampled_lifetime:"), shown
+        assert "max_t 3,000" in shown, shown
+        assert "rungs at 3,000" in shown, shown
+
         page.fill("#spec-text", TINY_YAML.format(name="from-the-form"))
         page.click("#preview-button")
         page.wait_for_selector("#plan-box:not([hidden])", timeout=120_000)
@@ -236,6 +253,7 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
             "(rl_zoo3 hyperparams/ppo.yml CartPole-v1)" in page.locator("#plan-base").inner_text()
         )
         assert page.locator("#plan-warm").inner_text() == "none"
+        assert page.locator("#plan-scheduler").inner_text().startswith("fifo")
         page.screenshot(path=str(ARTIFACTS / "new-sweep-preview.png"), full_page=True)
         page.click("#submit-button")
         page.wait_for_selector("#experiment-view:not([hidden])", timeout=120_000)

@@ -68,7 +68,7 @@ def test_one_parent_and_a_nested_child_per_trial(tracked_sweep):
         "trials.json",
         "learning_curves.png",
     }
-    assert summary.mlflow.url.endswith(f"/runs/{parent.info.run_id}")
+    assert f"/runs/{parent.info.run_id}?workflowType=machine_learning" in summary.mlflow.url
 
 
 def test_child_params_and_metric_history(tracked_sweep):

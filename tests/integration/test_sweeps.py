@@ -35,9 +35,11 @@ def test_grid_sweep_runs_the_cartesian_product_num_samples_times(ray_local, tmp_
     assert all(t.status == "TERMINATED" and t.iterations == 1 for t in summary.trials)
     assert sorted(t.seed for t in summary.trials) == list(range(8))
     assert summary.status == "SUCCEEDED"
-    # one iteration each: the scope value is that iteration's, as is the peak
+    # one iteration each: the scope value is that iteration's, as is the peak; the score
+    # is the final deterministic evaluation (on by default with a budget)
     assert summary.best and summary.best.metric_value == max(t.score for t in summary.trials)
-    assert all(t.score == t.best_metric == t.metric for t in summary.trials)
+    assert all(t.train_score == t.best_metric == t.metric for t in summary.trials)
+    assert summary.ranked_by == "evaluation/env_runners/episode_return_mean"
 
 
 def test_random_sweep_samples_inside_bounds(ray_local, tmp_path):
