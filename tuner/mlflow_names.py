@@ -74,11 +74,13 @@ PARAM_BEST_TRIAL, PARAM_BEST_SEED = "best.trial_id", "best.seed"
 
 # -- metrics: the curated per-iteration set (flattened RLlib result keys) -----------------
 RETURN_KEY = "env_runners/episode_return_mean"  # the default metric, the return target
+RETURN_MAX_KEY, RETURN_MIN_KEY = "env_runners/episode_return_max", "env_runners/episode_return_min"
+LENGTH_KEY, EPISODES_KEY = "env_runners/episode_len_mean", "env_runners/num_episodes"
 RESULT_METRICS: tuple[str, ...] = (
     RETURN_KEY,
-    "env_runners/episode_return_max",
-    "env_runners/episode_return_min",
-    "env_runners/episode_len_mean",
+    RETURN_MAX_KEY,
+    RETURN_MIN_KEY,
+    LENGTH_KEY,
     "num_env_steps_sampled_lifetime",
     "training_iteration",
     "time_this_iter_s",

@@ -187,8 +187,9 @@ def test_with_evaluation_a_seeds_score_is_its_final_deterministic_evaluation(ray
     played = [evaluate_checkpoint(r.checkpoint, episodes=2, seed=r.seed) for r in runs]
     assert confirmed.scores == [p.mean_return for p in played]
     assert all(len(p.returns) == 2 for p in played)
-    # ... not the trial's (stochastic) training return under scope
-    assert confirmed.scores != [r.score for r in runs]
+    # ... which is the trial's own score, not its (stochastic) training return
+    assert confirmed.scores == [r.score for r in runs]
+    assert confirmed.scores != [r.train_score for r in runs]
     assert confirmed.mean == sum(confirmed.scores) / 2
     # the same checkpoint by URI (how a Tune storage on an object store names it) is
     # downloaded through pyarrow and scores the same

@@ -22,8 +22,9 @@ from tuner.rllib._settings import (
     rllib_keys,
     vector_defaults_apply,
 )
-from tuner.rllib._trainables import CHECKPOINT_META, TRAINABLES
+from tuner.rllib._trainables import TRAINABLES
 from tuner.rllib._trial_config import (
+    CHECKPOINT_META,
     CODE_KEY,
     CONFIRM_KEY,
     ENV_CONFIG_PREFIX,

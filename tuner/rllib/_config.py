@@ -16,9 +16,6 @@ from tuner.rllib._trainables import TRAINABLES
 from tuner.rllib._update_ratio import _ENVS, num_envs_of, own_num_envs
 from tuner.spec import ExperimentSpec
 
-# an evaluation interval RLlib never reaches (evaluation.at_end without an interval)
-NEVER = 2**31 - 1
-
 
 def trainable_for(spec: ExperimentSpec) -> Any:
     """The trainable that runs the spec's trials: an RLlib algorithm class, or the spec's
@@ -65,11 +62,11 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
         config.env_runners(env_to_module_connector=connector)
     if spec.multi_agent is not None:
         apply_multi_agent(config, spec.multi_agent)
-    if spec.evaluation.enabled:
+    if spec.evaluation.interval:
+        # evaluation.at_end is the trial's own (_trainables): no RLlib evaluation runner
+        # is built for it
         config.evaluation(
-            # at_end only: RLlib builds its evaluation env runner and never evaluates by
-            # itself; the trial evaluates once its budget is spent (_trainables)
-            evaluation_interval=spec.evaluation.interval or NEVER,
+            evaluation_interval=spec.evaluation.interval,
             evaluation_duration=spec.evaluation.duration,
             evaluation_duration_unit="episodes",
             # the policy as it is used: deterministic actions (the spec's own

@@ -26,7 +26,7 @@ from tuner.mlflow_names import (
 )
 from tuner.rllib._envs import make_env, register_env
 from tuner.rllib._observations import filter_from_checkpoint
-from tuner.rllib._trainables import CHECKPOINT_META
+from tuner.rllib._trial_config import CHECKPOINT_META
 from tuner.spec import MultiAgentSpec
 
 RL_MODULE_DIR = Path("learner_group", "learner", "rl_module")

@@ -22,7 +22,16 @@ from ray.rllib.algorithms.impala import IMPALA
 from ray.rllib.algorithms.ppo import PPO
 from ray.rllib.algorithms.sac import SAC
 
-from tuner.mlflow_names import LEARNERS_PREFIX
+from tuner.mlflow_names import (
+    AGENT_RETURNS,
+    EPISODES_KEY,
+    LEARNERS_PREFIX,
+    LENGTH_KEY,
+    MODULE_RETURNS,
+    RETURN_KEY,
+    RETURN_MAX_KEY,
+    RETURN_MIN_KEY,
+)
 from tuner.ray_internals import (
     LocalReplayBufferHook,
     fuse_adam,
@@ -33,9 +42,11 @@ from tuner.ray_internals import (
 )
 from tuner.rllib import _fast_replay
 from tuner.rllib._envs import split_env_name
+from tuner.rllib._evaluate import evaluate_checkpoint
 from tuner.rllib._multi_agent import multi_agent_of
 from tuner.rllib._sac_model import TunerSACConfig
 from tuner.rllib._trial_config import (
+    CHECKPOINT_META,
     CODE_KEY,
     FINAL_EVAL_KEY,
     FLAT_DEFAULTS_KEY,
@@ -48,9 +59,12 @@ from tuner.rllib._user_code import with_user_code
 logger = logging.getLogger(__name__)
 
 
-CHECKPOINT_META = "tuner.json"  # env and algorithm of a checkpoint, for `tuner evaluate`
 # "0" in a trial's environment: its CPU Learners keep RLlib's own gradient step (A/B runs)
 LEAN_STEPS_SWITCH = "TUNER_LEAN_STEPS"
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 def _learner_device(config: AlgorithmConfig) -> str:
@@ -252,12 +266,41 @@ class _SweepTrialMixin(LocalReplayBufferHook):
         }
         if self._replay_path:
             result["tuner"]["replay"] = self._replay_path
-        if "evaluation" not in result and budget_spent(
-            self._final_eval, result, self.iteration + 1
-        ):
-            # evaluation.at_end: the final policy, deterministic, `duration` episodes
-            result["evaluation"] = self.evaluate()
+        if self._final_eval and budget_spent(self._final_eval, result, self.iteration + 1):
+            # evaluation.at_end: the final policy, deterministic, played as `tuner
+            # evaluate` plays its checkpoint (episode i from seed + i), so that the score
+            # is the one anyone gets again from the trial's checkpoint; it stands in for
+            # an evaluation RLlib ran this iteration (evaluation.interval)
+            result["evaluation"] = self._final_evaluation()
         return result
+
+    def _final_evaluation(self) -> dict[str, Any]:
+        """`evaluate_checkpoint` of this trial's policy as it is now (saved to a scratch
+        checkpoint), as RLlib reports an evaluation: {"env_runners": {...}}."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="tuner-final-eval-") as tmp:
+            self.save_checkpoint(tmp)
+            played = evaluate_checkpoint(
+                tmp,
+                episodes=int(self._final_eval.get("episodes") or 10),
+                seed=int(self.config.seed or 0),
+            )
+        flat: dict[str, Any] = {
+            RETURN_KEY: played.mean_return,
+            RETURN_MAX_KEY: max(played.returns),
+            RETURN_MIN_KEY: min(played.returns),
+            LENGTH_KEY: sum(played.lengths) / len(played.lengths),
+            EPISODES_KEY: played.episodes,
+        }
+        if played.agent_returns:
+            flat[AGENT_RETURNS] = {a: _mean(r) for a, r in played.agent_returns.items()}
+            flat[MODULE_RETURNS] = {p: _mean(r) for p, r in played.module_returns.items()}
+        nested: dict[str, Any] = {}
+        for key, value in flat.items():  # "env_runners/x" -> {"env_runners": {"x": ...}}
+            group, name = key.split("/", 1)
+            nested.setdefault(group, {})[name] = value
+        return nested
 
     def _learner_lrs(self) -> dict[str, float]:
         """The optimizer lrs of the first Learner (all Learners share one config)."""

@@ -46,6 +46,7 @@ FLAT_DEFAULTS_KEY = "_tuner_flat_defaults"
 # (vector_defaults_apply): the most envs; the trial takes fewer where its train batch is
 # small (vector_envs), so each env samples at least MIN_STEPS_PER_ENV steps of a batch.
 VECTOR_ENVS_KEY = "_tuner_vector_envs"
+CHECKPOINT_META = "tuner.json"  # env and algorithm of a checkpoint, for `tuner evaluate`
 # Set with evaluation.at_end: the budget ({"env_steps": stop.timesteps_total, "iterations":
 # stop.training_iteration}, either may be None) at whose end the trial evaluates its
 # final policy.

@@ -75,6 +75,7 @@ def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
         params[FINAL_EVAL_KEY] = {
             "env_steps": spec.stop.timesteps_total,
             "iterations": spec.stop.training_iteration,
+            "episodes": spec.evaluation.duration,
         }
     return params
 
