@@ -167,7 +167,9 @@ def test_sweep_spreads_over_both_nodes_as_a_ray_job_and_survives_api_restart(clu
     assert jobs.get_job_status(view["job_id"]).value == "SUCCEEDED"
     assert len(trials) == 2 and all(t["iterations"] == 4 for t in trials)
     used = {t["node_id"] for t in trials}
-    assert used == set(cluster["nodes"])  # one trial on each node
+    # one trial on each node (a trial retried after a failure says so: its error)
+    tried = [(t["trial_id"], t["node_id"], t["retries"], t["error"]) for t in trials]
+    assert used == set(cluster["nodes"]), tried
     kinds = {
         next(k for k in ("head_node", "worker_node") if k in cluster["nodes"][n]) for n in used
     }
