@@ -163,7 +163,7 @@ def test_the_docs_say_what_the_fit_check_does():
     arch = (root / "docs" / "architecture.md").read_text()
     assert "does not check the fit" not in arch and "--no-fit" in arch
     texts = {
-        "README.md": (root / "README.md").read_text(),
+        "docs/spec.md": (root / "docs" / "spec.md").read_text(),
         "docs/architecture.md": arch,
         "docs/deploy.md": (root / "docs" / "deploy.md").read_text(),
         "TUNER_CLUSTER_FIT_CHECK": Settings.model_fields["cluster_fit_check"].description,
