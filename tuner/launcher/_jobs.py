@@ -11,12 +11,13 @@ from typing import Any
 
 import httpx
 
+from tuner.errors import TunerError
 from tuner.launcher._address import ClusterUnreachable, dashboard_url
 
 JOB_TERMINAL = {"STOPPED", "SUCCEEDED", "FAILED"}
 
 
-class JobsError(RuntimeError):
+class JobsError(TunerError, RuntimeError):
     """The job server answered with an error, or could not be asked."""
 
     def __init__(self, message: str, status: int | None = None) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from ray import tune
 from ray.tune.stopper import Stopper
 
+from tuner.errors import TunerError
 from tuner.importance import sweep_importance
 from tuner.launcher import ensure_ray
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
@@ -51,7 +52,7 @@ from tuner.validation import validate_spec
 from tuner.views import BestTrial, SearchBest, SweepSummary, TrialView
 
 
-class StorageError(RuntimeError):
+class StorageError(TunerError, RuntimeError):
     """The Tune storage (TUNER_STORAGE_PATH) cannot be read."""
 
 
