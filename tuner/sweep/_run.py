@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -50,6 +50,8 @@ from tuner.tracking import (
 from tuner.tune_paths import confirm_run, run_dir
 from tuner.validation import validate_spec
 from tuner.views import BestTrial, SearchBest, SweepSummary, TrialView
+
+logger = logging.getLogger(__name__)
 
 
 class StorageError(TunerError, RuntimeError):
@@ -307,7 +309,7 @@ def _importance(
     try:
         return sweep_importance(trials, space, mode)
     except Exception as err:  # noqa: BLE001 - an optional summary of finished trials
-        print(f"hyperparameter importance not computed: {err!r}", file=sys.stderr)
+        logger.warning("hyperparameter importance not computed: %r", err)
         return {}
 
 
@@ -334,7 +336,7 @@ def _final_evaluation(
         f"confirmation trial {trial.trial_id} (seed {trial.seed}) has no score: its final "
         f"evaluation failed ({problem})"
     )
-    print(warning, file=sys.stderr)
+    logger.warning(warning)
     summary.warnings.append(warning)
     return None
 
@@ -360,7 +362,7 @@ def _confirm(
     cbs = [watch, *callbacks]
     previous = run_dir(storage_path, confirm_run(name))
     if tune.Tuner.can_restore(previous):
-        print(f"resuming the confirmation stage {previous}", file=sys.stderr)
+        logger.info("resuming the confirmation stage %s", previous)
         tuner = restore_tuner(spec, {}, previous, callbacks=cbs, confirm_runs=runs)
     else:
         tuner = build_tuner(
@@ -494,7 +496,7 @@ def run_sweep(
     if progress:
         cbs.append(RichProgress(spec.metric, space_keys, stderr=progress_to_stderr))
     if previous is not None:
-        print(f"resuming {previous}", file=sys.stderr)
+        logger.info("resuming %s", previous)
         tuner = restore_tuner(spec, space, previous, callbacks=cbs)
     else:
         warm = None
@@ -502,7 +504,7 @@ def run_sweep(
             warm = _warm_start(spec, space, tracking)
             warnings = [*warnings, *warm.warnings]
             for line in warm.warnings:
-                print(f"warning: {line}", file=sys.stderr)
+                logger.warning(line)
             if tracker is not None:
                 tracker.note_warm_start(warm.source, warm.parent_run_id)
         tuner = build_tuner(
