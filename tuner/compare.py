@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from tuner.errors import TunerError
 from tuner.store import Store
 from tuner.views import BestTrial, ConfirmedConfig, ExperimentView, MlflowLinks
 
@@ -56,7 +57,7 @@ class Comparison(BaseModel):
     )
 
 
-class UnknownSweep(LookupError):
+class UnknownSweep(TunerError, LookupError):
     """A sweep id the store does not have."""
 
 

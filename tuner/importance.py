@@ -37,8 +37,9 @@ from tuner.statuses import TrialStatus
 
 EVALUATORS: tuple[str, ...] = ("fanova", "ped_anova")
 MIN_TRIALS = 4
-# Optuna's defaults (64 trees, depth 64) take ~3 s of CPU for 200 trials; these take a
-# tenth of that and ranked every case we tried the same.
+# a smaller forest than Optuna's defaults (64 trees, depth 64): the live importance is
+# recomputed as trials finish, and these rank hyperparameters as the defaults do at a
+# fraction of the CPU (bench/importance_cost.py, docs/benchmarks.md)
 FANOVA_TREES, FANOVA_DEPTH, SEED = 16, 8, 0
 # PED-ANOVA's "top": the best 10 % of the trials, but at least 5 of them (its authors'
 # advice), and at most half.

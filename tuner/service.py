@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
+from tuner.errors import TunerError
 from tuner.launcher import JOB_TERMINAL, JobsTimedOut, JobsUnavailable, Launcher
 from tuner.settings import Settings
 from tuner.spec import parse_spec, resolve_space, scheduler_in_force
@@ -33,11 +34,11 @@ QUEUED, RUNNING, STOPPING = SweepStatus.QUEUED, SweepStatus.RUNNING, SweepStatus
 STOPPED, FAILED = SweepStatus.STOPPED, SweepStatus.FAILED
 
 
-class Conflict(Exception):
+class Conflict(TunerError):
     """The request does not fit the sweep's current status (HTTP 409)."""
 
 
-class TooMany(Exception):
+class TooMany(TunerError):
     """A limit of the service is reached (HTTP 429); the message names it."""
 
 

@@ -22,11 +22,12 @@ ROOT = PACKAGE.parent
 
 # bottom to top; a module may import from its own layer and the ones below
 LAYERS = [
-    # names shared by every layer: settings, views, MLflow and result keys, statuses,
-    # search-space domains and the algorithm registry (data), importance (pure), the
-    # adapter to Ray's private names
+    # names shared by every layer: the error base, settings, views, MLflow and result
+    # keys, statuses, search-space domains and the algorithm registry (data), importance
+    # (pure), the adapter to Ray's private names
     {
         "tuner",
+        "tuner.errors",
         "tuner.settings",
         "tuner.views",
         "tuner.mlflow_names",

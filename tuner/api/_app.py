@@ -32,6 +32,7 @@ from tuner.api._deps import get_store, require_token
 from tuner.api._routes import public, router
 from tuner.api._security import SecurityHeaders, allowed_hosts
 from tuner.api._validator import Validator
+from tuner.errors import TunerError
 from tuner.launcher import Launcher
 from tuner.service import Supervisor
 from tuner.settings import Settings
@@ -91,7 +92,7 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
-class _TooLarge(Exception):
+class _TooLarge(TunerError):
     pass
 
 

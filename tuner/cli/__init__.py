@@ -1,5 +1,5 @@
 """The `tuner` command: local commands (_local.py), the service's client (_remote.py),
-and how the process ends."""
+how tuner's log records look (_logs.py), and how the process ends."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 
 from tuner.cli import _local, _remote  # noqa: F401 - registers their commands
 from tuner.cli._app import _Ending, app, err
+from tuner.cli._logs import show_logs
 
 
 def _end_without_teardown() -> None:
@@ -33,6 +34,7 @@ def main() -> None:
     """Entry point of the `tuner` console script."""
     _Ending.code, _Ending.after_ray = None, False
     atexit.register(_end_without_teardown)
+    show_logs()
     try:
         _main()
     except SystemExit as done:

@@ -18,6 +18,8 @@ import sys
 import threading
 import time
 
+from tuner.errors import TunerError
+
 # Ray's variables that override the address its job client is given: the service's own
 # setting is the one that counts
 _OVERRIDES = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")
@@ -28,7 +30,7 @@ RESOLVE_AT_LEAST_S = 10.0
 FAILURE_KEPT_S = 5.0
 
 
-class ClusterUnreachable(ConnectionError):
+class ClusterUnreachable(TunerError, ConnectionError):
     """A Ray address could not be resolved to its dashboard (the cluster is down, not
     reachable from here, or has no dashboard); worth trying again later. RayJobs raises
     it as JobsUnavailable."""

@@ -11,12 +11,13 @@ from typing import Any
 
 import httpx
 
+from tuner.errors import TunerError
 from tuner.launcher._address import ClusterUnreachable, dashboard_url
 
 JOB_TERMINAL = {"STOPPED", "SUCCEEDED", "FAILED"}
 
 
-class JobsError(RuntimeError):
+class JobsError(TunerError, RuntimeError):
     """The job server answered with an error, or could not be asked."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
@@ -64,8 +65,9 @@ def auth_headers() -> dict[str, str]:
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """The TLS settings of every request to Ray's dashboard, made once: an httpx client
-    made without them loads the CA bundle again (~45 ms of CPU here), and the service's
-    supervisor asks for job status every poll interval, in the API's process."""
+    made without them loads the CA bundle again, and the service's supervisor asks for
+    job status every poll interval, in the API's process (the cost measured:
+    docs/benchmarks-history.md)."""
     return httpx.create_ssl_context()
 
 

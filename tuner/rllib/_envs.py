@@ -27,6 +27,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from tuner.errors import TunerError
 from tuner.mlflow_names import AGENT_RETURNS
 from tuner.spec import MultiAgentSpec, SpecError, SpecIssue, is_ale_id
 
@@ -167,7 +168,7 @@ def register_ale() -> None:
     gym.register_envs(ale_py)
 
 
-class WrapperError(ValueError):
+class WrapperError(TunerError, ValueError):
     """The named wrappers do not fit the env they were put around."""
 
 

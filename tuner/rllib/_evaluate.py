@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from tuner.errors import TunerError
 from tuner.mlflow_names import (
     AGENT_RETURNS,
     LATEST_VERSION,
@@ -68,7 +69,7 @@ class Evaluation(BaseModel):
         return self.mean_return
 
 
-class NoTrackingStore(FileNotFoundError):
+class NoTrackingStore(TunerError, FileNotFoundError):
     """A runs:/ or models:/ URI to read from an SQLite tracking store that does not exist
     (MLflow would create an empty one to answer, so it is not asked)."""
 

@@ -164,7 +164,8 @@ class _SweepTrialMixin(LocalReplayBufferHook):
         a fresh actor builds it (its learners and env runners stopped first); the
         process's start and imports, seconds per trial, are what it saves. The old
         algorithm's memory is freed before the new one is built (a GPU's cached blocks
-        too, which a process exit used to give back to the trials sharing it)."""
+        too, which otherwise only the process's exit gives back to the trials sharing
+        it)."""
         rebuild_in_place(self, new_config, before_build=self._release_stopped)
         return True
 

@@ -3,8 +3,8 @@
 RLlib imports, parses and calls some config strings: `{type: subprocess.Popen, _args:
 [[touch, x]]}` as a replay buffer `type` starts a process, `callbacks: os.abort` kills the
 process that builds the config. Wherever that happens (listed, with their RLlib sources, in
-tuner/rllib_classes.yaml) a spec may give only one of RLlib's own classes by its short name
-from that file, or an import path "package.module:Name" under a module prefix the operator
+tuner/spec/rllib_classes.yaml) a spec may give only one of RLlib's own classes by its short
+name from that file, or an import path "package.module:Name" under a module prefix the operator
 allows (TUNER_ALLOWED_MODULES, `--allow-module`). A few settings that run code without
 naming it (`extra_python_environs_for_worker`: environment variables) are refused outright.
 Ordinary settings (`lr`, `fcnet_activation: relu`, ...) are not affected.
@@ -250,7 +250,7 @@ def check_code_refs(
 ) -> list[SpecIssue]:
     """Issues for every value in `config` (RLlib settings, nested dicts and lists walked)
     that RLlib would turn into code and that is neither one of RLlib's own classes listed in
-    tuner/rllib_classes.yaml nor an import path under `allowed_modules`. Each issue's loc is
+    tuner/spec/rllib_classes.yaml nor an import path under `allowed_modules`. Each issue's loc is
     the dotted path under `loc` (e.g. "config.replay_buffer_config.type"). Imports nothing."""
     walker = _Walker(allowed_modules)
     walker.data(config, loc, None, 0)

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tuner.errors import TunerError
 from tuner.views import Issue as SpecIssue
 
 
@@ -19,7 +20,7 @@ def _json_safe(value: Any) -> Any:
         return repr(value)[:200]
 
 
-class SpecError(ValueError):
+class SpecError(TunerError, ValueError):
     """A spec failed validation; `issues` names each field and value."""
 
     def __init__(self, issues: list[SpecIssue]) -> None:

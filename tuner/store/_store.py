@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from tuner.errors import TunerError
 from tuner.mlflow_names import STAGE_SEARCH
 from tuner.statuses import ACTIVE, TERMINAL, SweepStatus, TrialStatus
 from tuner.store._models import (
@@ -482,7 +483,7 @@ def _chunks(items: list[int], size: int) -> Iterable[list[int]]:
         yield items[start : start + size]
 
 
-class _OverLimit(Exception):
+class _OverLimit(TunerError):
     """Raised inside create_experiment's transaction to roll its insert back."""
 
 

@@ -4,12 +4,14 @@
 
 It reads the spec from the store, runs the sweep with the store and MLflow
 callbacks, and writes the outcome back. Settings come from TUNER_* variables
-(the launcher passes the service's own in the job's runtime_env).
+(the launcher passes the service's own in the job's runtime_env). Its stderr is the
+job's log: tuner's log records go there as log lines, beside Ray's own.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import traceback
 from collections.abc import Sequence
@@ -110,8 +112,30 @@ def _search_ended(
     _store_trials(store, experiment_id, found.trials)
 
 
+class _JobLog(logging.StreamHandler):
+    """tuner's records in the job's log (stderr): time, level and module, as Ray's own
+    lines there."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self.setFormatter(logging.Formatter("%(asctime)s\t%(levelname)s %(name)s -- %(message)s"))
+
+
+def log_to_stderr() -> None:
+    """Shows tuner's records, INFO and above, in the job's log; once, however often it is
+    called. Records stop at the `tuner` logger: a handler some library puts on the root
+    logger never prints them a second time."""
+    logger = logging.getLogger("tuner")
+    for handler in [h for h in logger.handlers if isinstance(h, _JobLog)]:
+        logger.removeHandler(handler)
+    logger.addHandler(_JobLog())
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the sweep of one stored experiment; returns the process exit code."""
+    log_to_stderr()
     # first: a head that dies before ray.init connects would leave the driver hanging in
     # it for minutes (it retries a dead GCS); the watch ends the driver within 10 s
     watch_job_head()

@@ -10,9 +10,9 @@ then send the driver SIGUSR1. What asks for the stop differs: the service's stor
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
-import sys
 import threading
 import time
 from typing import Any
@@ -26,6 +26,7 @@ from tuner.statuses import TrialStatus
 
 # Sweeps whose GracefulStop decided to end the run now (read by StopRequested.stop_all).
 _INTERRUPTED: set[str] = set()
+logger = logging.getLogger(__name__)
 
 
 class CheckpointThenInterrupt(Callback):
@@ -159,11 +160,11 @@ class GracefulCtrlC(CheckpointThenInterrupt):
                 tune_handler(signum, frame)  # the second Ctrl-C: now
                 return
             self._pressed = True
-            print(
+            # a notice, not a warning: the CLI shows it as it is, on a line of its own
+            # after the terminal's ^C
+            logger.info(
                 "\nCtrl-C: running trials save a checkpoint, then the sweep stops "
-                "(`--resume` continues it). Ctrl-C again to stop at once.",
-                file=sys.stderr,
-                flush=True,
+                "(`--resume` continues it). Ctrl-C again to stop at once."
             )
 
         signal.signal(signal.SIGINT, on_sigint)

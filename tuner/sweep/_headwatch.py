@@ -9,6 +9,7 @@ from it.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -21,6 +22,7 @@ from typing import Any
 HEAD_GONE_EXIT = 75  # EX_TEMPFAIL: the sweep is resumable
 _GCS_ADDRESS = re.compile(r"[\w.\-\[\]:]+:\d+")
 _watched: set[str] = set()  # the GCS addresses a watch polls already
+logger = logging.getLogger(__name__)
 
 
 def head_reachable(address: str, timeout_s: float = 1.0) -> bool:
@@ -54,10 +56,10 @@ def watch_head(
         while True:
             missed = 0 if head_reachable(gcs_address) else missed + 1
             if missed >= misses:
-                print(
-                    f"the Ray head at {gcs_address} is gone: the driver exits; the sweep's "
-                    "state is saved, a resume continues it",
-                    file=sys.stderr,
+                logger.warning(
+                    "the Ray head at %s is gone: the driver exits; the sweep's state is "
+                    "saved, a resume continues it",
+                    gcs_address,
                 )
                 on_gone()
                 return

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -15,6 +15,7 @@ from typing import Any
 from ray import tune
 from ray.tune.stopper import Stopper
 
+from tuner.errors import TunerError
 from tuner.importance import sweep_importance
 from tuner.launcher import ensure_ray
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
@@ -50,8 +51,10 @@ from tuner.tune_paths import confirm_run, run_dir
 from tuner.validation import validate_spec
 from tuner.views import BestTrial, SearchBest, SweepSummary, TrialView
 
+logger = logging.getLogger(__name__)
 
-class StorageError(RuntimeError):
+
+class StorageError(TunerError, RuntimeError):
     """The Tune storage (TUNER_STORAGE_PATH) cannot be read."""
 
 
@@ -306,7 +309,7 @@ def _importance(
     try:
         return sweep_importance(trials, space, mode)
     except Exception as err:  # noqa: BLE001 - an optional summary of finished trials
-        print(f"hyperparameter importance not computed: {err!r}", file=sys.stderr)
+        logger.warning("hyperparameter importance not computed: %r", err)
         return {}
 
 
@@ -333,7 +336,7 @@ def _final_evaluation(
         f"confirmation trial {trial.trial_id} (seed {trial.seed}) has no score: its final "
         f"evaluation failed ({problem})"
     )
-    print(warning, file=sys.stderr)
+    logger.warning(warning)
     summary.warnings.append(warning)
     return None
 
@@ -359,7 +362,7 @@ def _confirm(
     cbs = [watch, *callbacks]
     previous = run_dir(storage_path, confirm_run(name))
     if tune.Tuner.can_restore(previous):
-        print(f"resuming the confirmation stage {previous}", file=sys.stderr)
+        logger.info("resuming the confirmation stage %s", previous)
         tuner = restore_tuner(spec, {}, previous, callbacks=cbs, confirm_runs=runs)
     else:
         tuner = build_tuner(
@@ -493,7 +496,7 @@ def run_sweep(
     if progress:
         cbs.append(RichProgress(spec.metric, space_keys, stderr=progress_to_stderr))
     if previous is not None:
-        print(f"resuming {previous}", file=sys.stderr)
+        logger.info("resuming %s", previous)
         tuner = restore_tuner(spec, space, previous, callbacks=cbs)
     else:
         warm = None
@@ -501,7 +504,7 @@ def run_sweep(
             warm = _warm_start(spec, space, tracking)
             warnings = [*warnings, *warm.warnings]
             for line in warm.warnings:
-                print(f"warning: {line}", file=sys.stderr)
+                logger.warning(line)
             if tracker is not None:
                 tracker.note_warm_start(warm.source, warm.parent_run_id)
         tuner = build_tuner(

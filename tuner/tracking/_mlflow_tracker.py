@@ -127,7 +127,7 @@ class MLflowTracker(Callback):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        state.pop("_client", None)  # states pickled before the writer moved out
+        state.pop("_client", None)  # states pickled when the tracker held the client
         state.pop("_writer", None)
         state.setdefault("_runs", None)
         self.__dict__.update(state)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import logging
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +17,8 @@ from tuner.rllib import derived_settings, fixed_settings, sampled_values, seed_o
 from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import result_metrics
 from tuner.tracking._trial_errors import error_text
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,7 @@ class StoreRecorder(Callback):
             try:
                 self._note_score(trial, numbers["score"], numbers["train_score"])
             except Exception as err:  # noqa: BLE001 - a live summary never fails the sweep
-                print(f"best trial so far not written: {err!r}", file=sys.stderr)
+                logger.warning("best trial so far not written: %r", err)
 
     def _note_score(self, trial: Any, score: float | None, train_score: float | None) -> None:
         """Keeps the sweep's best search trial so far in the store's `best` (what the page
@@ -314,7 +316,7 @@ class StoreRecorder(Callback):
                 self.store.list_trials(self.experiment_id), space, self.mode, value="best_metric"
             )
         except Exception as err:  # noqa: BLE001 - a live summary never fails the sweep
-            print(f"hyperparameter importance not computed: {err!r}", file=sys.stderr)
+            logger.warning("hyperparameter importance not computed: %r", err)
             return
         if fields["importance"]:
             self.store.update_experiment(self.experiment_id, **fields)

@@ -2,9 +2,9 @@
 resume (`tuner.pkl`: callbacks, stoppers, schedulers, the multi-agent mapping) and RLlib
 checkpoints to restore (`tuner evaluate`, registered models: the trainable's class).
 
-Until 2026-11-25 everything a sweep ran lived in `tuner.trials`; it now lives in
-tuner.rllib, tuner.tracking and tuner.sweep. `import tuner.trials._<old module>` gives
-a module whose names are looked up where they live now. Nothing new imports from here.
+What a sweep runs lives in tuner.rllib, tuner.tracking and tuner.sweep; such files may
+still name it under `tuner.trials`. `import tuner.trials._<old module>` gives a module
+whose names are looked up where they live. Nothing new imports from here.
 """
 
 from __future__ import annotations
