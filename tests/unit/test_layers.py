@@ -24,9 +24,10 @@ ROOT = PACKAGE.parent
 LAYERS = [
     # names shared by every layer: settings, views, MLflow and result keys, statuses,
     # search-space domains and the algorithm registry (data), importance (pure), the
-    # adapter to Ray's private names
+    # adapter to Ray's private names, the reader of tuner's own data files
     {
         "tuner",
+        "tuner.data_files",
         "tuner.settings",
         "tuner.views",
         "tuner.mlflow_names",
