@@ -1,5 +1,5 @@
 """A spec is data: config values RLlib would turn into code are refused unless they name
-RLlib's own classes (tuner/rllib_classes.yaml) or an import path under allowed modules."""
+RLlib's own classes (tuner/spec/rllib_classes.yaml) or an import path under allowed modules."""
 
 import sys
 from pathlib import Path

@@ -104,7 +104,7 @@ def validate_spec(
 
     A spec is data. Every value RLlib would turn into code (`type` in a `*_config`,
     `callbacks`, `*_class`, ..., in `config`, `model` and every search-space value) must
-    be one of RLlib's own classes by short name (tuner/rllib_classes.yaml) or an import
+    be one of RLlib's own classes by short name (tuner/spec/rllib_classes.yaml) or an import
     path under `allowed_modules`; with `allowed_modules` (the service, the CLI), an
     import-path env must lie under one of them too. Both are checked before anything is
     imported. Without `import_user_code` (the API's validator) no module a spec names
