@@ -13,30 +13,41 @@ Ray is imported lazily: the functions here run in processes that have Ray alread
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from tuner.data_files import load_data_file
 
 
-@dataclass(frozen=True)
-class PrivateName:
+class PrivateName(BaseModel):
     """A private name we use: where it lives ("module:Class" or "module:function"),
     the name, what kind of use (attribute, method we override, keyword, config key,
-    copied code) and why."""
+    copied code) and why. One entry of ray_internals.yaml."""
 
-    owner: str
-    name: str
-    kind: str
-    why: str
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    owner: str = Field(pattern=r"^[\w.]+:[\w.]+$")
+    name: str = Field(pattern=r"^_\w+$")
+    kind: Literal["attribute", "method we override", "keyword", "config key", "copied code"]
+    why: str = Field(min_length=1)
 
 
-# the list, kept as data beside this module
-PRIVATE_NAMES: tuple[PrivateName, ...] = tuple(
-    PrivateName(e["owner"], e["name"], e["kind"], e["why"])
-    for e in yaml.safe_load(Path(__file__).with_name("ray_internals.yaml").read_text())
-)
+class PrivateNamesFile(RootModel[list[PrivateName]]):
+    """ray_internals.yaml: every private name tuner uses."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+def read_private_names(
+    path: Path = Path(__file__).with_name("ray_internals.yaml"),
+) -> tuple[PrivateName, ...]:
+    """The private names listed in `path` (the list kept as data beside this module)."""
+    return tuple(load_data_file(path, PrivateNamesFile).root)
+
+
+PRIVATE_NAMES: tuple[PrivateName, ...] = read_private_names()
 
 # The sha256 of DQN._training_step_new_api_stack's source in the Ray the flat replay
 # path was ported from (2.60): a Ray whose step changed fails its test until the port is
@@ -283,6 +294,7 @@ __all__ = [
     "no_prestarted_workers",
     "optimizer_lr_schedules",
     "pb2_bounded_keys",
+    "read_private_names",
     "rebuild_in_place",
     "result_grid_trials",
     "sample_env_runners",

@@ -24,10 +24,11 @@ ROOT = PACKAGE.parent
 LAYERS = [
     # names shared by every layer: the error base, settings, views, MLflow and result
     # keys, statuses, search-space domains and the algorithm registry (data), importance
-    # (pure), the adapter to Ray's private names
+    # (pure), the adapter to Ray's private names, the reader of tuner's own data files
     {
         "tuner",
         "tuner.errors",
+        "tuner.data_files",
         "tuner.settings",
         "tuner.views",
         "tuner.mlflow_names",

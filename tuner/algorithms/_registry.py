@@ -1,5 +1,6 @@
 """The algorithm registry: every algorithm and preset a spec can name, read from the
-data files once (algorithms.yaml, presets.yaml, tuner/search_spaces/defaults.yaml)."""
+data files once (algorithms.yaml, presets.yaml, tuner/search_spaces/defaults.yaml), each
+as its schema (_schema.py), and the names they share checked against algorithms.yaml."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tuner.algorithms._info import AlgorithmInfo
+from tuner.algorithms._schema import AlgorithmsFile, PresetsFile, SpaceEntry, SpacesFile
+from tuner.data_files import DataFileError, load_data_file
 from tuner.search_spaces import Domain
 
 _HERE = Path(__file__).parent
@@ -18,54 +19,86 @@ _PRESETS = _HERE / "presets.yaml"
 _SPACES = _HERE.parent / "search_spaces" / "defaults.yaml"
 
 
-def _read(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text()) or {}
-
-
 def _unfixed(space: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]:
     """A default space without the keys a preset fixes: a preset's value always wins
     (Rainbow_DQN's `n_step: 3` is not searched over DQN's {1, 3})."""
     return {key: dom for key, dom in space.items() if key not in fixed}
 
 
+def _narrowed(space: SpaceEntry | None, fixed: dict[str, Any]) -> dict[str, Any]:
+    """An entry's default space and budget rules: its base algorithm's, less the keys
+    `fixed` fixes; none where the algorithm has no default space."""
+    if space is None:
+        return {"default_space": {}, "space_budget": {}}
+    return {
+        "default_space": _unfixed(space.space_data(), fixed),
+        "space_budget": _unfixed(space.budget_rules(), fixed),
+    }
+
+
+def _check_names(
+    algorithms: AlgorithmsFile, presets: PresetsFile, spaces: SpacesFile, files: tuple[Path, ...]
+) -> None:
+    """The names the three files share (`files`: their paths, in that order): a preset
+    runs on an algorithm of algorithms.yaml (an entry named like one, on that one), and a
+    default space is an algorithm's."""
+    algorithms_file, presets_file, spaces_file = files
+    known = f"an algorithm of {algorithms_file.name} ({', '.join(algorithms.root)})"
+    wrong = []
+    for name, preset in presets.root.items():
+        loc = f"{name}.algorithm"
+        if preset.algorithm not in algorithms.root:
+            wrong.append((loc, f"{preset.algorithm!r} is not {known}"))
+        elif name in algorithms.root and preset.algorithm != name:
+            wrong.append(
+                (loc, f"an entry named like an algorithm runs on it, not on {preset.algorithm!r}")
+            )
+    if wrong:
+        raise DataFileError(presets_file, wrong)
+    unknown = [(name, f"not {known}") for name in spaces.root if name not in algorithms.root]
+    if unknown:
+        raise DataFileError(spaces_file, unknown)
+
+
 @cache
-def _entries() -> dict[str, AlgorithmInfo]:
-    algorithms, presets, spaces = _read(_ALGORITHMS), _read(_PRESETS), _read(_SPACES)
+def _entries(
+    algorithms_file: Path = _ALGORITHMS, presets_file: Path = _PRESETS, spaces_file: Path = _SPACES
+) -> dict[str, AlgorithmInfo]:
+    algorithms = load_data_file(algorithms_file, AlgorithmsFile)
+    presets = load_data_file(presets_file, PresetsFile)
+    spaces = load_data_file(spaces_file, SpacesFile)
+    _check_names(algorithms, presets, spaces, (algorithms_file, presets_file, spaces_file))
     out: dict[str, AlgorithmInfo] = {}
-    for name, entry in algorithms.items():
-        own = presets.get(name, {})  # an algorithm's own fixed settings (APPO)
+    for name, entry in algorithms.root.items():
+        own = presets.root.get(name)  # an algorithm's own fixed settings (APPO)
+        fixed = own.config if own else {}
+        space = spaces.root.get(name)
         out[name] = AlgorithmInfo(
             name=name,
             base_algorithm=name,
-            doc=own.get("doc") or entry.get("doc"),
-            actions=entry.get("actions", []),
-            gpu_learner=bool(entry.get("gpu_learner")),
-            lstm=bool(entry.get("lstm")),
-            preset_config=own.get("config", {}),
-            performance_defaults=entry.get("performance_defaults") or {},
-            flat_replay_defaults=entry.get("flat_replay_defaults") or {},
-            default_space=_unfixed(spaces.get(name, {}).get("space", {}), own.get("config", {})),
-            space_source=spaces.get(name, {}).get("source"),
-            space_reasons=spaces.get(name, {}).get("why", {}),
-            space_budget=_unfixed(spaces.get(name, {}).get("budget", {}), own.get("config", {})),
-            warnings=own.get("warnings", []),
+            doc=(own and own.doc) or entry.doc,
+            actions=entry.actions,
+            gpu_learner=entry.gpu_learner,
+            lstm=entry.lstm,
+            preset_config=fixed,
+            performance_defaults=entry.performance_defaults,
+            flat_replay_defaults=entry.flat_replay_defaults,
+            space_source=space.source if space else None,
+            space_reasons=space.why if space else {},
+            warnings=own.warnings if own else [],
+            **_narrowed(space, fixed),
         )
-    for name, preset in presets.items():
-        if name in algorithms:
+    for name, preset in presets.root.items():
+        if name in algorithms.root:
             continue
-        base = out[preset["algorithm"]]  # a preset of an unknown algorithm is a data bug
+        base = out[preset.algorithm]
         out[name] = base.model_copy(
             update={
                 "name": name,
-                "doc": preset.get("doc"),
-                "preset_config": preset.get("config", {}),
-                "default_space": _unfixed(
-                    spaces.get(base.name, {}).get("space", {}), preset.get("config", {})
-                ),
-                "space_budget": _unfixed(
-                    spaces.get(base.name, {}).get("budget", {}), preset.get("config", {})
-                ),
-                "warnings": preset.get("warnings", []),
+                "doc": preset.doc,
+                "preset_config": preset.config,
+                "warnings": preset.warnings,
+                **_narrowed(spaces.root.get(base.name), preset.config),
             },
             deep=True,
         )

@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from tuner.data_files import load_data_file
 
 _FILE = Path(__file__).with_name("env_settings.yaml")
 _VERSION = re.compile(r"-v\d+$")
@@ -29,13 +30,15 @@ class BaseSettings(BaseModel):
         return self.model_dump(exclude={"source"}, exclude_none=True)
 
 
+class EnvSettingsFile(RootModel[dict[str, dict[str, BaseSettings]]]):
+    """env_settings.yaml: env name (no version) -> base algorithm -> its base settings."""
+
+    model_config = ConfigDict(frozen=True)
+
+
 @functools.cache
-def _table() -> dict[str, dict[str, BaseSettings]]:
-    raw = yaml.safe_load(_FILE.read_text())
-    return {
-        env: {algo: BaseSettings.model_validate(entry) for algo, entry in per_algo.items()}
-        for env, per_algo in raw.items()
-    }
+def _table(path: Path = _FILE) -> dict[str, dict[str, BaseSettings]]:
+    return load_data_file(path, EnvSettingsFile).root
 
 
 def env_key(env: str | None) -> str | None:

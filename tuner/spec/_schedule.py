@@ -1,15 +1,17 @@
 """The scheduler settings a spec leaves out, set from its trials' budget and their
-number (scheduler_defaults.yaml says why each rule is what it is)."""
+number (scheduler_defaults.yaml says why each rule is what it is; SchedulerDefaults is
+its schema)."""
 
 from __future__ import annotations
 
 import math
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
+from pydantic import BaseModel, ConfigDict, Field
 
+from tuner.data_files import load_data_file
 from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
 from tuner.search_spaces import Domain
 from tuner.spec._models import ExperimentSpec
@@ -18,9 +20,62 @@ from tuner.spec._sections import SchedulerSpec
 _DEFAULTS = Path(__file__).with_name("scheduler_defaults.yaml")
 
 
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class AshaFallback(BaseModel):
+    """ASHA's settings without a budget in its time_attr."""
+
+    model_config = _STRICT
+
+    grace_period: int = Field(ge=1)
+    max_t: int = Field(ge=1)
+    reduction_factor: int = Field(ge=2)
+
+
+class AshaRules(BaseModel):
+    """How ASHA's settings follow the budget B and the number of trials N."""
+
+    model_config = _STRICT
+
+    max_t: Literal["budget"] = Field(description="Every trial may run its whole budget.")
+    reduction_factor: int = Field(ge=2)
+    max_rungs: int = Field(ge=1)
+    trials_per_rung: int = Field(ge=1)
+    fallback: AshaFallback
+
+
+class MedianFallback(BaseModel):
+    """The median stopping rule's settings without a budget in its time_attr."""
+
+    model_config = _STRICT
+
+    grace_period: int = Field(ge=1)
+    min_samples_required: int = Field(ge=1)
+
+
+class MedianRules(BaseModel):
+    """How the median stopping rule's settings follow the budget and the trials."""
+
+    model_config = _STRICT
+
+    grace_fraction: float = Field(gt=0, lt=1)
+    min_samples_required: int = Field(ge=1)
+    fallback: MedianFallback
+
+
+class SchedulerDefaults(BaseModel):
+    """scheduler_defaults.yaml: the rules per scheduler type."""
+
+    model_config = _STRICT
+
+    asha: AshaRules
+    median: MedianRules
+
+
 @cache
-def _rules() -> dict[str, Any]:
-    return yaml.safe_load(_DEFAULTS.read_text())
+def _rules(path: Path = _DEFAULTS) -> SchedulerDefaults:
+    return load_data_file(path, SchedulerDefaults)
 
 
 def search_trials(spec: ExperimentSpec, space: dict[str, Domain]) -> int:
@@ -70,16 +125,21 @@ def resolved_scheduler(spec: ExperimentSpec, space: dict[str, Domain]) -> Schedu
     sched = spec.scheduler.model_copy(update={"time_attr": budget_unit(spec)})
     if sched.type not in ("asha", "median"):
         return sched
-    rules = _rules()[sched.type]
+    rules = _rules()
     budget = budget_in(spec, sched.time_attr)
     trials = search_trials(spec, space)
-    derived: dict[str, Any] = dict(rules["fallback"])
-    if budget:
-        derived = _asha(rules, budget, trials, sched) if sched.type == "asha" else {}
-        if sched.type == "median":
+    derived: dict[str, Any]
+    if sched.type == "asha":
+        derived = rules.asha.fallback.model_dump()
+        if budget:
+            derived = _asha(rules.asha, budget, trials, sched)
+    else:
+        median = rules.median
+        derived = median.fallback.model_dump()
+        if budget:
             derived = {
-                "grace_period": max(1, math.floor(rules["grace_fraction"] * budget)),
-                "min_samples_required": max(2, min(rules["min_samples_required"], trials // 2)),
+                "grace_period": max(1, math.floor(median.grace_fraction * budget)),
+                "min_samples_required": max(2, min(median.min_samples_required, trials // 2)),
             }
     own = {k: v for k, v in sched.model_dump().items() if v is not None}
     return SchedulerSpec.model_validate({**derived, **own})
@@ -108,11 +168,11 @@ def scheduler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[s
     return out
 
 
-def _asha(rules: dict[str, Any], budget: float, trials: int, sched: SchedulerSpec) -> dict:
-    factor = sched.reduction_factor or rules["reduction_factor"]
+def _asha(rules: AshaRules, budget: float, trials: int, sched: SchedulerSpec) -> dict:
+    factor = sched.reduction_factor or rules.reduction_factor
     max_t = sched.max_t or max(1, math.floor(budget), sched.grace_period or 1)
     rungs = 1
-    while rungs < rules["max_rungs"] and trials >= factor**rungs * rules["trials_per_rung"]:
+    while rungs < rules.max_rungs and trials >= factor**rungs * rules.trials_per_rung:
         rungs += 1
     grace = max(1, math.floor(max_t / factor ** (rungs - 1)))
     return {"max_t": max_t, "reduction_factor": factor, "grace_period": min(grace, max_t)}
