@@ -3,8 +3,8 @@
 RLlib imports, parses and calls some config strings: `{type: subprocess.Popen, _args:
 [[touch, x]]}` as a replay buffer `type` starts a process, `callbacks: os.abort` kills the
 process that builds the config. Wherever that happens (listed, with their RLlib sources, in
-tuner/spec/rllib_classes.yaml) a spec may give only one of RLlib's own classes by its short
-name from that file, or an import path "package.module:Name" under a module prefix the operator
+tuner/spec/rllib_classes.yaml) a spec may give only one of RLlib's own classes by its short name
+from that file, or an import path "package.module:Name" under a module prefix the operator
 allows (TUNER_ALLOWED_MODULES, `--allow-module`). A few settings that run code without
 naming it (`extra_python_environs_for_worker`: environment variables) are refused outright.
 Ordinary settings (`lr`, `fcnet_activation: relu`, ...) are not affected.
@@ -33,8 +33,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tuner.data_files import load_data_file
 from tuner.spec._errors import SpecError, SpecIssue
 from tuner.spec._sections import GYM_ID_RE, IMPORT_PATH_RE
 
@@ -74,18 +75,61 @@ class _Rules:
         return "RLlib's replay buffers, explorations or schedules", every
 
 
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class TypeNames(BaseModel):
+    """RLlib's own classes a `type` may name, by family."""
+
+    model_config = _STRICT
+
+    replay_buffers: list[str] = Field(min_length=1)
+    explorations: list[str] = Field(min_length=1)
+    schedules: list[str] = Field(min_length=1)
+
+
+class RllibClassesFile(BaseModel):
+    """rllib_classes.yaml: which RLlib settings name code, and which of RLlib's own
+    classes a spec may name there (the file says why each entry is there)."""
+
+    model_config = _STRICT
+
+    type_families: dict[str, str] = Field(
+        description="Parent key -> the family of type_names a `type` under it takes."
+    )
+    type_names: TypeNames
+    code_keys: dict[str, list[str]] = Field(
+        description="Code key -> the short names it accepts besides allowed import paths."
+    )
+    code_key_suffixes: list[str]
+    code_key_prefixes: list[str]
+    env_keys: list[str]
+    refused_keys: dict[str, str] = Field(description="Key a spec may not give -> why.")
+    data_keys: list[str]
+
+    @model_validator(mode="after")
+    def _families_exist(self) -> RllibClassesFile:
+        families = TypeNames.model_fields
+        unknown = {k: v for k, v in self.type_families.items() if v not in families}
+        if unknown:
+            raise ValueError(
+                f"type_families names no family of type_names ({', '.join(families)}): {unknown}"
+            )
+        return self
+
+
 @cache
-def _rules() -> _Rules:
-    raw = yaml.safe_load(_CLASSES_FILE.read_text())
+def _rules(path: Path = _CLASSES_FILE) -> _Rules:
+    data = load_data_file(path, RllibClassesFile)
     return _Rules(
-        type_families=dict(raw["type_families"]),
-        type_names={k: tuple(v) for k, v in raw["type_names"].items()},
-        code_keys={k: tuple(v or ()) for k, v in raw["code_keys"].items()},
-        suffixes=tuple(raw["code_key_suffixes"]),
-        prefixes=tuple(raw["code_key_prefixes"]),
-        env_keys=frozenset(raw["env_keys"]),
-        data_keys=frozenset(raw["data_keys"]),
-        refused_keys={k: " ".join(str(v).split()) for k, v in raw["refused_keys"].items()},
+        type_families=dict(data.type_families),
+        type_names={k: tuple(v) for k, v in data.type_names.model_dump().items()},
+        code_keys={k: tuple(v) for k, v in data.code_keys.items()},
+        suffixes=tuple(data.code_key_suffixes),
+        prefixes=tuple(data.code_key_prefixes),
+        env_keys=frozenset(data.env_keys),
+        data_keys=frozenset(data.data_keys),
+        refused_keys={k: " ".join(v.split()) for k, v in data.refused_keys.items()},
     )
 
 
