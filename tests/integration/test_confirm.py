@@ -183,8 +183,10 @@ def test_with_evaluation_a_seeds_score_is_its_final_deterministic_evaluation(ray
     runs = [by_id[t] for t in confirmed.trials]
     assert [r.seed for r in runs] == confirmed.seeds == [4, 5]
     # each seed's score: its final checkpoint played for evaluation.duration deterministic
-    # episodes from its own seed (what `tuner evaluate CKPT --episodes 2` gives)
-    played = [evaluate_checkpoint(r.checkpoint, episodes=2, seed=r.seed) for r in runs]
+    # episodes from its own seed (what `tuner evaluate CKPT --episodes 2` gives: the
+    # checkpoint's seed is the default)
+    played = [evaluate_checkpoint(r.checkpoint, episodes=2) for r in runs]
+    assert [p.seed for p in played] == [r.seed for r in runs]
     assert confirmed.scores == [p.mean_return for p in played]
     assert all(len(p.returns) == 2 for p in played)
     # ... which is the trial's own score, not its (stochastic) training return

@@ -299,6 +299,14 @@ def evaluate(
         ),
     ],
     episodes: Annotated[int, typer.Option(min=1, help="Deterministic episodes.")] = 10,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Episode i starts from seed + i (default: the seed of the trial that saved "
+            "the checkpoint, as its final evaluation played them).",
+        ),
+    ] = None,
     render_to: Annotated[
         Path | None, typer.Option(help="Save the first episode as a GIF in this folder.")
     ] = None,
@@ -316,7 +324,11 @@ def evaluate(
     settings = Settings(data_dir=data_dir) if data_dir else Settings()
     try:
         result = evaluate_checkpoint(
-            checkpoint, episodes=episodes, tracking_uri=settings.tracking_uri, render_to=render_to
+            checkpoint,
+            episodes=episodes,
+            tracking_uri=settings.tracking_uri,
+            render_to=render_to,
+            seed=seed,
         )
     except NoTrackingStore as e:
         # reading never creates a store: most likely the data dir is not the one the
@@ -337,7 +349,7 @@ def evaluate(
     else:
         typer.echo(
             f"{result.env}: mean return {result.mean_return:.4g} ± {result.std_return:.3g} "
-            f"over {result.episodes} episodes"
+            f"over {result.episodes} episodes from seed {result.seed}"
             + (" (summed over agents)" if result.agent_returns else "")
         )
         for agent, returns in result.agent_returns.items():

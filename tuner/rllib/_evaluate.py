@@ -40,6 +40,7 @@ class Evaluation(BaseModel):
     checkpoint: str
     env: str
     episodes: int
+    seed: int = Field(0, description="Episode i started from seed + i.")
     mean_return: float
     std_return: float
     returns: list[float] = Field(
@@ -239,12 +240,15 @@ def evaluate_checkpoint(
     episodes: int = 10,
     tracking_uri: str | None = None,
     render_to: Path | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     max_steps: int = 100_000,
 ) -> Evaluation:
     """Mean return of `episodes` deterministic episodes of a checkpoint's policy; for a
     multi-agent sweep's checkpoint, summed over agents, and per agent and per policy in
-    `agent_returns` / `module_returns` (`Evaluation.score(metric)` picks the metric's)."""
+    `agent_returns` / `module_returns` (`Evaluation.score(metric)` picks the metric's).
+    Episode i starts from `seed` + i; `seed` left out is the seed of the trial that saved
+    the checkpoint (0 if it recorded none): the protocol of a trial's final evaluation,
+    whose score this gives again."""
     with tempfile.TemporaryDirectory() as tmp:
         path = resolve_checkpoint(checkpoint, tracking_uri, Path(tmp))
         meta_file = path / CHECKPOINT_META
@@ -253,6 +257,8 @@ def evaluate_checkpoint(
                 f"{checkpoint} has no {CHECKPOINT_META}: it was not written by a tuner sweep"
             )
         meta = json.loads(meta_file.read_text())
+        if seed is None:
+            seed = int(meta.get("seed") or 0)
         multi_agent = (
             MultiAgentSpec.model_validate(meta["multi_agent"]) if meta.get("multi_agent") else None
         )
@@ -267,7 +273,12 @@ def evaluate_checkpoint(
         env_config["render_mode"] = "rgb_array"
     env = make_env(meta["env"], env_config, wrappers)
     out = Evaluation(
-        checkpoint=checkpoint, env=meta["env"], episodes=episodes, mean_return=0.0, std_return=0.0
+        checkpoint=checkpoint,
+        env=meta["env"],
+        episodes=episodes,
+        seed=seed,
+        mean_return=0.0,
+        std_return=0.0,
     )
     try:
         for episode in range(episodes):

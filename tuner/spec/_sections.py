@@ -364,7 +364,8 @@ class EvaluationSpec(_Model):
         None,
         description="Evaluate each trial once more at the end of its budget "
         "(stop.timesteps_total or stop.training_iteration), inside the trial, in parallel "
-        "with the others: its final policy, deterministic, over `duration` episodes. "
+        "with the others: its final policy, deterministic, over `duration` episodes, "
+        "episode i from the trial's seed + i (as `tuner evaluate --seed` plays them). "
         "Default: on wherever the stop criteria give a budget (not for a spec's own "
         "training loop). Trials that ran their budget are then ranked by it (`score`), "
         "their training return under scope kept as `train_score`; a confirmation seed "
