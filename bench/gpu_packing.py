@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:  # `bench._image_env` imports from the repository 
 import torch  # noqa: E402
 
 from tuner.spec import parse_spec  # noqa: E402
-from tuner.sweep._run import ensure_ray, run_sweep  # noqa: E402
+from tuner.sweep import ensure_ray, run_sweep  # noqa: E402
 
 TRIALS = 4
 LAYOUTS = [  # (label, num_gpus_per_learner)

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from _fit_timer import FitTimer, fit_seconds, tracker_seconds, use_timed_tracker
 
     from tuner.spec import parse_spec
-    from tuner.sweep._run import ensure_ray, run_sweep
+    from tuner.sweep import ensure_ray, run_sweep
     from tuner.tracking._mlflow_tracker import TrackingConfig
 
     tmp = Path(tempfile.mkdtemp(prefix="tuner-bench-tracking-"))

@@ -16,7 +16,7 @@ def ray_local():
     """A 2-CPU local Ray shared by every in-process sweep of the session."""
     import ray
 
-    from tuner.sweep._run import ensure_ray
+    from tuner.sweep import ensure_ray
 
     ensure_ray(num_cpus=2)
     yield ray

@@ -19,3 +19,11 @@ def run_dir(storage_path: str, name: str) -> str:
 def confirm_run(run: str) -> str:
     """The confirmation stage's run beside a search run (its name, or its directory)."""
     return f"{run.rstrip('/')}{CONFIRM_SUFFIX}"
+
+
+def with_scheme(path: str | None, storage_path: str) -> str | None:
+    """Tune reports paths on an object store without their scheme ('bucket/run/...');
+    give them back the storage's ('s3://bucket/run/...') so they can be used as is."""
+    if not path or "://" not in storage_path or "://" in path:
+        return path
+    return f"{storage_path.split('://', 1)[0]}://{path}"

@@ -15,7 +15,7 @@ from tuner.rllib._envs import ATARI_OBS_SHAPE
 from tuner.rllib._evaluate import MODULE_DIR, evaluate_checkpoint
 from tuner.rllib._settings import ATARI_CONV_FILTERS
 from tuner.spec import parse_spec
-from tuner.sweep._run import run_sweep
+from tuner.sweep import run_sweep
 from tuner.tracking._mlflow_tracker import TrackingConfig
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ from tests.integration._cli import (
 )
 from tuner import mlflow_names as names
 from tuner.rllib._evaluate import evaluate_checkpoint
-from tuner.sweep._run import run_sweep
+from tuner.sweep import run_sweep
 from tuner.tracking import TrackingConfig
 
 SPEC = {

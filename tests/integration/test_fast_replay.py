@@ -164,7 +164,7 @@ def test_a_sweep_says_which_replay_path_ran_in_mlflow(ray_local, tmp_path):
     from mlflow.tracking import MlflowClient
 
     from tests.conftest import tiny_spec
-    from tuner.sweep._run import run_sweep
+    from tuner.sweep import run_sweep
     from tuner.tracking._mlflow_tracker import TrackingConfig
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

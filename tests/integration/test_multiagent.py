@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import tiny_spec
 from tuner.rllib._evaluate import evaluate_checkpoint
-from tuner.sweep._run import run_sweep
+from tuner.sweep import run_sweep
 from tuner.tracking._mlflow_tracker import TrackingConfig
 
 pytestmark = pytest.mark.integration

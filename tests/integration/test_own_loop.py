@@ -9,7 +9,7 @@ import pytest
 
 from tests.integration._tracking import child_runs, sqlite_tracking
 from tuner.spec import SpecError, parse_spec
-from tuner.sweep._run import run_sweep
+from tuner.sweep import run_sweep
 from tuner.validation._validate import validate_spec
 
 pytestmark = pytest.mark.integration

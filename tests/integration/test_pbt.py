@@ -18,7 +18,7 @@ from ray.tune import Callback
 from tests.conftest import tiny_spec
 from tuner.mlflow_names import HPARAMS_PREFIX
 from tuner.store import Store
-from tuner.sweep._run import run_sweep
+from tuner.sweep import run_sweep
 from tuner.tracking._mlflow_tracker import TrackingConfig
 from tuner.tracking._store_callback import StoreRecorder
 

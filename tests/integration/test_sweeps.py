@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import TINY_PPO, tiny_spec
 from tuner.rllib._evaluate import evaluate_checkpoint
 from tuner.spec import SpecError, resolve_space, scheduler_in_force
-from tuner.sweep._run import run_sweep
+from tuner.sweep import run_sweep
 from tuner.tracking._mlflow_tracker import TrackingConfig
 
 pytestmark = pytest.mark.integration

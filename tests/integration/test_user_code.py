@@ -12,7 +12,7 @@ from tests.conftest import TINY_PPO
 from tests.integration._tracking import child_runs, sqlite_tracking
 from tuner.rllib._config import trainable_for
 from tuner.spec import SpecError, parse_spec
-from tuner.sweep._run import run_sweep
+from tuner.sweep import run_sweep
 from tuner.sweep._tuner import trial_params
 from tuner.validation._validate import validate_spec
 

@@ -99,7 +99,7 @@ def tuner_logger() -> Iterator[logging.Logger]:
 
 
 def test_the_cli_shows_a_logged_warning_as_it_printed_it(tuner_logger, capsys, monkeypatch):
-    import tuner.sweep._run as run
+    import tuner.sweep._summary as summary_module
     from tuner.cli._logs import show_logs
 
     show_logs()
@@ -108,8 +108,8 @@ def test_the_cli_shows_a_logged_warning_as_it_printed_it(tuner_logger, capsys, m
     def fails(*args: object, **kwargs: object) -> None:
         raise RuntimeError("no trials")
 
-    monkeypatch.setattr(run, "sweep_importance", fails)
-    assert run._importance([], {}, "max") == {}
+    monkeypatch.setattr(summary_module, "sweep_importance", fails)
+    assert summary_module._importance([], {}, "max") == {}
     # the warm start's warnings were printed as `warning: <line>`; now every warning is
     logging.getLogger("tuner.sweep._run").warning("no earlier sweep of this name")
     logging.getLogger("tuner.sweep._run").info("resuming /runs/cartpole")  # a notice: bare

@@ -76,7 +76,7 @@ def result(i: int, config: dict, value: float, **extra: object) -> SimpleNamespa
 
 
 def test_the_summary_ranks_the_search_trials_by_score():
-    from tuner.sweep._run import summarise
+    from tuner.sweep import summarise
 
     grid = Grid(result(i, c, v) for i, (c, v) in enumerate(configs(30)))
     summary = summarise(spec(), grid, space=SPACE)

@@ -222,8 +222,8 @@ def run_driver(monkeypatch, tmp_path, exp_id, feed, trials, best=None):
     monkeypatch.setenv("TUNER_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(driver, "watch_job_head", lambda: None)
 
-    def fake_run_sweep(spec_, *, callbacks, **_):
-        feed(callbacks[0])
+    def fake_run_sweep(spec_, options):
+        feed(options.callbacks[0])
         return SweepSummary(
             name="live", status="SUCCEEDED", metric=METRIC, mode="max", best=best, trials=trials
         )

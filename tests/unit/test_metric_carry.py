@@ -49,7 +49,7 @@ def test_the_summary_view_takes_the_last_value_that_was_reported():
         sampled={},
         metric=METRIC,
         base_seed=0,
-        best_metric=-650.0,
         last_metric=-700.0,
     )
-    assert view.metric == -700.0 and view.best_metric == -650.0 and view.seed == 1
+    assert view.metric == -700.0
+    assert view.seed == 1

@@ -159,7 +159,7 @@ def test_an_own_loops_confirmation_trials_carry_their_confirmation_seeds():
     import pandas as pd
 
     from tuner.rllib._trial_config import CONFIRM_KEY
-    from tuner.sweep._run import summarise
+    from tuner.sweep import summarise
 
     own = spec(
         algorithm="tuner_examples.trainables:reinforce",

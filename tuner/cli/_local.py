@@ -197,23 +197,23 @@ def run(
     preparing.start()
     ensure_ray()
     preparing.join()
-    from tuner.sweep import GracefulCtrlC, StorageError, run_sweep
+    from tuner.sweep import GracefulCtrlC, StorageError, SweepOptions, run_sweep
 
+    options = SweepOptions(
+        storage_path=settings.tune_storage,
+        resume=resume,
+        space=checked.space,
+        progress_to_stderr=output == "json",
+        tracking=tracking_config(settings),
+        check_fit=settings.cluster_fit_check,
+        allowed_modules=_allowed(settings, allow_module),
+        growth_nodes=settings.growth_nodes,
+        max_asha_rungs=settings.max_asha_rungs,
+        # Ctrl-C: running trials checkpoint first; Ctrl-C again stops at once
+        callbacks=[GracefulCtrlC()],
+    )
     try:
-        summary = run_sweep(
-            spec,
-            storage_path=settings.tune_storage,
-            resume=resume,
-            space=checked.space,
-            progress_to_stderr=output == "json",
-            tracking=tracking_config(settings),
-            check_fit=settings.cluster_fit_check,
-            allowed_modules=_allowed(settings, allow_module),
-            growth_nodes=settings.growth_nodes,
-            max_asha_rungs=settings.max_asha_rungs,
-            # Ctrl-C: running trials checkpoint first; Ctrl-C again stops at once
-            callbacks=[GracefulCtrlC()],
-        )
+        summary = run_sweep(spec, options)
     except SpecError as e:
         _print_issues(e, file)
         raise typer.Exit(2) from None

@@ -9,14 +9,8 @@ Nothing here imports FastAPI; the API reaches this package only through a driver
 
 from tuner.sweep._confirm import stats
 from tuner.sweep._graceful import GracefulCtrlC, GracefulStop, StopRequested
-from tuner.sweep._run import (
-    StorageError,
-    ensure_ray,
-    latest_run,
-    run_sweep,
-    summarise,
-    the_answer,
-)
+from tuner.sweep._run import StorageError, SweepOptions, ensure_ray, latest_run, run_sweep
+from tuner.sweep._summary import summarise, the_answer
 from tuner.sweep._tuner import build_tuner, param_space, trial_params
 
 __all__ = [
@@ -24,6 +18,7 @@ __all__ = [
     "GracefulStop",
     "StopRequested",
     "StorageError",
+    "SweepOptions",
     "build_tuner",
     "ensure_ray",
     "latest_run",

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from tuner.spec import resolve_space
     from tuner.sweep._graceful import GracefulStop, StopRequested
-    from tuner.sweep._run import run_sweep
+    from tuner.sweep._run import SweepOptions, run_sweep
     from tuner.tracking import StoreRecorder
 
     try:
@@ -170,8 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             spec=spec,
             ranking=_ranking(spec),
         )
-        summary = run_sweep(
-            spec,
+        options = SweepOptions(
             storage_path=settings.tune_storage,
             name=name,
             resume=args.resume,
@@ -191,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             growth_nodes=settings.growth_nodes,
             on_search_end=lambda found: _search_ended(store, rec.id, found, spec),
         )
+        summary = run_sweep(spec, options)
     except SpecError as err:
         store.transition(rec.id, SweepStatus.FAILED, allowed_from=LAUNCHED, error=str(err))
         return 2

@@ -15,6 +15,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ray.tune import Callback
@@ -186,3 +188,19 @@ class StopRequested(Stopper):
 
     def stop_all(self) -> bool:
         return self.experiment_id in _INTERRUPTED and not callable(signal.getsignal(signal.SIGUSR1))
+
+
+@contextmanager
+def signal_handlers_restored() -> Iterator[None]:
+    """Puts SIGINT / SIGUSR1 back as they were before Tune (and our callbacks) replaced
+    them, so a Ctrl-C after the fit behaves as the caller expects."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGUSR1)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
