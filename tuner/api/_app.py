@@ -5,11 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,7 +27,7 @@ from tuner.api._deps import get_store, require_token
 from tuner.api._routes import public, router
 from tuner.api._security import SecurityHeaders, allowed_hosts
 from tuner.api._validator import Validator
-from tuner.launcher import Launcher
+from tuner.launcher import Launcher, start_mlflow_ui, stop_process_group, wait_for_mlflow_ui
 from tuner.service import Supervisor
 from tuner.settings import Settings
 from tuner.spec import IMPORT_PATH_RE, ExperimentSpec
@@ -371,59 +366,6 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         if launcher.started_head:
             await asyncio.to_thread(launcher.stop_head)
         app.state.store.close()
-
-
-def start_mlflow_ui(settings: Settings, port: int) -> subprocess.Popen | None:
-    """`mlflow server` over the embedded store, in its own process group."""
-    if settings.mlflow_tracking_uri:
-        return None  # a tracking server is configured: its own UI serves
-    return subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("mlflow")),
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            settings.tracking_uri,
-            "--default-artifact-root",
-            settings.artifact_root,
-            # one worker: four (MLflow's default) start slowly and die under load on a
-            # small machine; one serves the UI of one person's sweeps well
-            "--workers",
-            "1",
-        ],
-        start_new_session=True,
-    )
-
-
-def wait_for_mlflow_ui(proc: subprocess.Popen, port: int, timeout_s: float = 120) -> bool:
-    """Waits until the MLflow UI answers /health; whether it does (a warning if not)."""
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    log.warning("the MLflow UI on port %s is not answering yet", port)
-    return False
-
-
-def stop_process_group(proc: subprocess.Popen, timeout_s: float = 20) -> None:
-    """SIGTERM a process group we started, SIGKILL it if it lingers."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        pass
 
 
 def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = None) -> FastAPI:
