@@ -22,9 +22,9 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import BaseRoute
 
 import tuner
+from tuner.api import _compare, _experiments, _service, _trials
 from tuner.api._cache import ViewCache
 from tuner.api._deps import get_store, require_token
-from tuner.api._routes import public, router
 from tuner.api._security import SecurityHeaders, allowed_hosts
 from tuner.api._validator import Validator
 from tuner.launcher import Launcher, start_mlflow_ui, stop_process_group, wait_for_mlflow_ui
@@ -36,6 +36,16 @@ from tuner.views import Issue, Problems
 
 log = logging.getLogger("tuner.api")
 STATIC = Path(__file__).with_name("static")
+
+# One router per resource, in the order their paths appear in /openapi.json. The public
+# one (liveness, statuses) takes no token; every other route does.
+ROUTERS = (
+    _service.public,
+    _experiments.router,
+    _trials.router,
+    _service.router,
+    _compare.router,
+)
 
 
 def plotly_js() -> Path:
@@ -297,7 +307,7 @@ def _openapi(app: FastAPI) -> Callable[[], dict]:
         _env_required_for_rllib(spec_schema)
         _declare_field_rules(components)
         _declare_problems(schema, components)
-        _declare_guard_answers(schema, _method_routes(app, public, router))
+        _declare_guard_answers(schema, _method_routes(app, *ROUTERS))
         _link_sweep_operations(schema)
         app.openapi_schema = schema
         return schema
@@ -383,8 +393,8 @@ def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = No
     app.state.settings = settings or Settings()
     app.state.mlflow_ui_port = mlflow_ui_port
     app.state.view_cache = ViewCache(app.state.settings.view_cache_s)
-    app.include_router(public)
-    app.include_router(router)
+    for router in ROUTERS:
+        app.include_router(router)
     app.openapi = _openapi(app)
     settings = app.state.settings
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
@@ -406,7 +416,7 @@ def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = No
 
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.state.method_routes = _method_routes(app, public, router)  # for a 405's Allow header
+    app.state.method_routes = _method_routes(app, *ROUTERS)  # for a 405's Allow header
     return app
 
 
