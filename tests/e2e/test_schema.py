@@ -179,7 +179,7 @@ def test_the_stateful_phase_reaches_the_sweep_operations(api):
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 # Refusals of a positive spec for a rule of one field: each is in the schema (tuner/api/
-# _app.py _declare_field_rules), so schema-valid data never meets one.
+# _openapi.py _declare_field_rules), so schema-valid data never meets one.
 FIELD_RULES = re.compile(
     r"is not 'package\.module:Name'|is not a result key|listed twice|"
     r"a domain has exactly one of|domain without a kind"

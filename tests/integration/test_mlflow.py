@@ -154,7 +154,7 @@ def test_mlflow_ui_server_lists_the_sweep_with_nested_children(tracked_sweep, tm
 
     import httpx
 
-    from tuner.api._app import start_mlflow_ui, stop_process_group
+    from tuner.launcher import start_mlflow_ui, stop_process_group
     from tuner.settings import Settings
 
     summary, _, uri = tracked_sweep

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.api._routes import examples
+from tuner.api._service import examples
 from tuner.validation import check_source
 from tuner.validation._pipeline import Checks
 

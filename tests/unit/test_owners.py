@@ -40,8 +40,8 @@ NOT_THE_NAME = {
         "num_env_steps_sampled_lifetime",
     ): "a time_attr value of the spec's schema",
     ("store/migrations/versions/0002_confirmation.py", "search"): "a migration never changes",
-    ("api/_routes.py", "search"): "the OpenAPI example spec's search section",
-    ("api/_routes.py", "training_iteration"): "the OpenAPI example spec's stop key",
+    ("api/_experiments.py", "search"): "the OpenAPI example spec's search section",
+    ("api/_experiments.py", "training_iteration"): "the OpenAPI example spec's stop key",
 }
 
 

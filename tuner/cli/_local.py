@@ -406,7 +406,7 @@ def _port_problems(host: str, port: int, ui_port: int | None) -> list[str]:
     else a busy port shows only after the Ray head and the MLflow UI have started, as
     uvicorn's bare "[Errno 98] address already in use"."""
     wanted = [(host, port, ui_port, "the API", "--port", "TUNER_PORT")]
-    if ui_port is not None:  # the MLflow UI binds loopback (tuner.api's start_mlflow_ui)
+    if ui_port is not None:  # the MLflow UI binds loopback (tuner.launcher's start_mlflow_ui)
         ui = ("127.0.0.1", ui_port, port, "the MLflow UI", "--mlflow-port", "TUNER_MLFLOW_PORT")
         wanted.append(ui)
     if ui_port == port:

@@ -8,6 +8,8 @@ state API, over HTTP with a deadline on every request.
 - `_local.py`: ensure_ray, the Ray a sweep's driver process connects to or starts
 - `_address.py`: dashboard_url, the Jobs API's URL from any address Ray's job client
   takes (TUNER_RAY_ADDRESS: the URL itself, `auto`, host:port of the GCS, ray://)
+- `_mlflow_ui.py`: start_mlflow_ui, wait_for_mlflow_ui, stop_process_group, the MLflow UI
+  process `tuner serve --mlflow-ui` runs beside the embedded store
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tuner.launcher._jobs import (
     RayJobs,
 )
 from tuner.launcher._local import ensure_ray, stop_local_ray
+from tuner.launcher._mlflow_ui import start_mlflow_ui, stop_process_group, wait_for_mlflow_ui
 from tuner.settings import Settings
 
 log = logging.getLogger("tuner.launcher")
@@ -225,4 +228,7 @@ __all__ = [
     "JobsUnavailable",
     "Launcher",
     "RayJobs",
+    "start_mlflow_ui",
+    "stop_process_group",
+    "wait_for_mlflow_ui",
 ]
