@@ -96,7 +96,7 @@ def test_the_store_recorder_keeps_a_live_importance(tmp_path):
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     store = Store(url)
     exp = store.create_experiment(name="live", spec={}, warnings=[])
-    recorder = StoreRecorder(url, exp.id, METRIC, "max", list(SPACE), 0, SPACE)
+    recorder = StoreRecorder(url, exp.id, METRIC, "max", SPACE, 0)
     assert json.loads(json.dumps(recorder.space)) == recorder.space  # plain data
     for i, (config, value) in enumerate(configs(12)):
         trial = SimpleNamespace(trial_id=f"t_{i:05d}", config=config, error_file=None)

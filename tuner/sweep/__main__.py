@@ -164,9 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             rec.id,
             spec.metric,
             spec.mode,
-            list(space),
-            spec.seed,
             space,
+            spec.seed,
             spec=spec,
             ranking=_ranking(spec),
         )

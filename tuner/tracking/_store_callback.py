@@ -122,9 +122,8 @@ class StoreRecorder(Callback):
         experiment_id: str,
         metric: str,
         mode: str,
-        space_keys: list[str],
+        space: Mapping[str, Any] | Sequence[str],
         base_seed: int,
-        space: Mapping[str, Any] | None = None,
         *,
         spec: Any = None,
         ranking: Ranking | None = None,
@@ -133,12 +132,14 @@ class StoreRecorder(Callback):
         self.experiment_id = experiment_id
         self.metric = metric
         self.mode = mode
-        self.space_keys = list(space_keys)
-        self.base_seed = base_seed
-        # the domains, as written (plain data), for the live hyperparameter importance
+        # the search space's keys; its domains by key, as written (plain data), for the
+        # live hyperparameter importance where `space` gives them
+        self.space_keys = list(space)
+        domains = space if isinstance(space, Mapping) else {}
         self.space = {
-            k: d.model_dump() if hasattr(d, "model_dump") else d for k, d in (space or {}).items()
+            k: d.model_dump() if hasattr(d, "model_dump") else d for k, d in domains.items()
         }
+        self.base_seed = base_seed
         # the spec (tuner.spec.ExperimentSpec): the settings a best config is rerun with,
         # and its ranking where none is given; without either, the metric under last-5-avg
         self.spec = spec
