@@ -297,11 +297,12 @@ class ExperimentSpec(_Model):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ExperimentSpec:
-        self._take_first_objective()
         if self.evaluation.at_end is None:
-            # the policy as it is deployed judges the trials that ran their budget
+            # the policy as it is deployed judges the trials that ran their budget (set
+            # before the objectives are checked: an evaluation objective relies on it)
             budget = self.stop.timesteps_total or self.stop.training_iteration
             self.evaluation.at_end = bool(budget) and not self.custom_algorithm
+        self._take_first_objective()
         if self.metric.startswith("evaluation/") and not self.evaluation.enabled:
             raise ValueError(f"metric {self.metric!r} needs evaluation.interval or at_end")
         if self.evaluation.at_end and not (
