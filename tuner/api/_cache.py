@@ -92,14 +92,19 @@ class ViewCache:
             hit = self._items.get(key)
             if key in self._flights or (hit is not None and now - hit[0] < self.ttl_s / 2):
                 continue
-            flight = self._flights[key] = asyncio.ensure_future(self._render(key, render))
-            flight.add_done_callback(lambda f, key=key: self._cool_on_error(key, f))
+            flight = self._flights[key] = asyncio.ensure_future(self._refresh(key, render))
+            flight.add_done_callback(_retrieve)
 
-    def _cool_on_error(self, key: str, flight: asyncio.Future[bytes]) -> None:
-        """A refresh that failed (the sweep deleted, the store down): the view is no
-        longer refreshed until it is polled again, and that poll gets the error."""
-        if not flight.cancelled() and flight.exception() is not None:
+    async def _refresh(self, key: str, render: Callable[[], BaseModel]) -> bytes:
+        """A background render. One that fails (the sweep deleted, the store down) stops
+        the view's refreshes until it is polled again, and that poll gets the error; the
+        view is cooled in the same step that ends the flight, so whoever sees the
+        flight gone sees the view cooled."""
+        try:
+            return await self._render(key, render)
+        except Exception:
             self._hot.pop(key, None)
+            raise
 
     def invalidate(self, experiment_id: str) -> None:
         """Forgets every cached view of one sweep, and the renders under way (they run
