@@ -1,6 +1,6 @@
 """Tables (SQLAlchemy ORM), and the record of a sweep's service state.
 
-Trials and metric points leave the store as the public views of tuner/views.py
+Trials and metric points leave the store as the public views of tuner/views/
 (converted once, from the rows); a sweep leaves it as an ExperimentRecord, the service's
 own state (job id, attempts, stop flag, Tune path), which `ExperimentView.from_record`
 turns into what users see."""

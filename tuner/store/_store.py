@@ -1,22 +1,15 @@
-"""The Store: short sessions over SQLAlchemy, schema migrated by Alembic on open."""
+"""The Store: short sessions over SQLAlchemy, schema migrated by Alembic on open
+(tuner/store/_engine.py)."""
 
 from __future__ import annotations
 
-import json
 import math
 import uuid
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any, TypeVar
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import (
-    Connection,
-    Engine,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     select,
@@ -26,11 +19,11 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import StaticPool
 
 from tuner.errors import TunerError
 from tuner.mlflow_names import STAGE_SEARCH
 from tuner.statuses import ACTIVE, TERMINAL, SweepStatus, TrialStatus
+from tuner.store._engine import migrate, open_engine
 from tuner.store._models import (
     TRANSITIONS,
     ExperimentRecord,
@@ -45,8 +38,6 @@ from tuner.views import MetricPoint, TrialView
 T = TypeVar("T")
 BULK = {"synchronize_session": False}  # plain UPDATE/DELETE: sessions are short, nothing to sync
 
-MIGRATIONS = Path(__file__).parent / "migrations"
-SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_ATTEMPTS = 5  # retries of an insert-or-update that lost a race to another process
 
 EXPERIMENT_FIELDS = set(ExperimentRecord.model_fields) - {"id", "created_at"}
@@ -73,39 +64,9 @@ TRIAL_DEFAULTS: dict[str, Any] = {
 }
 
 
-def _jsonable(value: Any) -> Any:
-    """Make a value strict JSON: NaN/inf become null, numpy values plain lists and numbers."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, str | int | bool):
-        return value
-    if hasattr(value, "tolist"):  # numpy scalar or array
-        return _jsonable(value.tolist())
-    return str(value)
-
-
-def _json_dumps(value: Any) -> str:
-    """The engine's JSON serializer (strict JSON, so Postgres accepts what SQLite did)."""
-    return json.dumps(_jsonable(value), allow_nan=False)
-
-
 def _finite(value: float | None) -> float | None:
     """A float, or None for None/NaN/inf."""
     return float(value) if value is not None and math.isfinite(value) else None
-
-
-def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
-    """Per-connection SQLite setup: wait for locks, WAL for concurrent readers, enforce FKs."""
-    cursor = dbapi_connection.cursor()
-    cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-    cursor.execute("PRAGMA journal_mode = WAL")
-    cursor.execute("PRAGMA synchronous = NORMAL")
-    cursor.execute("PRAGMA foreign_keys = ON")
-    cursor.close()
 
 
 class Store:
@@ -114,38 +75,9 @@ class Store:
     def __init__(self, url: str) -> None:
         """Connect to `url` and migrate its schema to the newest revision."""
         self.url = make_url(url)
-        self.engine = self._create_engine()
+        self.engine = open_engine(self.url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        self._migrate()
-
-    def _create_engine(self) -> Engine:
-        """An engine tuned for the backend (SQLite: WAL, busy timeout, cross-thread use)."""
-        if self.url.get_backend_name() != "sqlite":
-            return create_engine(self.url, pool_pre_ping=True, json_serializer=_json_dumps)
-        database = self.url.database or ""
-        in_memory = database in ("", ":memory:") or "mode=memory" in str(self.url)
-        if not in_memory and not database.startswith("file:"):
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(
-            self.url,
-            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
-            poolclass=StaticPool if in_memory else None,
-            json_serializer=_json_dumps,
-        )
-        event.listen(engine, "connect", _on_sqlite_connect)
-        return engine
-
-    def _migrate(self) -> None:
-        """Run `alembic upgrade head`, serialized across processes opening the store at once."""
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        url = self.url.render_as_string(hide_password=False).replace("%", "%%")
-        config.set_main_option("sqlalchemy.url", url)
-        with self.engine.connect() as connection:
-            _lock_for_migration(connection)
-            config.attributes["connection"] = connection
-            command.upgrade(config, "head")
-            connection.commit()
+        migrate(self.engine, self.url)
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -493,12 +425,3 @@ def _lock_admissions(session: Session) -> None:
     needs none: its INSERT takes the database's one write lock before the count."""
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text(f"SELECT pg_advisory_xact_lock({ADMISSION_LOCK})"))
-
-
-def _lock_for_migration(connection: Connection) -> None:
-    """Take a database-wide lock so concurrent openers migrate one at a time."""
-    dialect = connection.dialect.name
-    if dialect == "sqlite":
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
-    elif dialect == "postgresql":
-        connection.exec_driver_sql("SELECT pg_advisory_xact_lock(7531902468)")

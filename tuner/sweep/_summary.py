@@ -1,4 +1,4 @@
-"""A sweep's summary from Tune's results: each trial's view (tuner/views.py) and scores,
+"""A sweep's summary from Tune's results: each trial's view (tuner/views/) and scores,
 the ranking, the sweep's status, and its answer (`the_answer`)."""
 
 from __future__ import annotations
