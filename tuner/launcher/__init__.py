@@ -1,6 +1,7 @@
-"""Where sweeps run: the Ray cluster (the embedded head or TUNER_RAY_ADDRESS's), its
-jobs and its nodes. Public Ray interfaces only: the dashboard's Jobs REST API and its
-state API, over HTTP with a deadline on every request.
+"""Where sweeps run: the Ray cluster, its jobs and its nodes.
+
+The cluster: the embedded head or TUNER_RAY_ADDRESS's. Public Ray interfaces only: the
+dashboard's Jobs REST API and its state API, over HTTP with a deadline on every request.
 
 - `_head.py`: EmbeddedHead, the one-node head started when no cluster is configured
 - `_jobs.py`: RayJobs, submit / status / stop / logs of the sweeps' driver jobs
@@ -38,8 +39,10 @@ log = logging.getLogger("tuner.launcher")
 
 
 def _is_loopback(address: str) -> bool:
-    """Whether a Ray address or dashboard URL is on this machine (`auto`: Ray's own word
-    for the cluster started here)."""
+    """Whether a Ray address or dashboard URL is on this machine.
+
+    `auto`: Ray's own word for the cluster started here.
+    """
     if address == "auto":
         return True
     host = address.split("://")[-1].split(":")[0]
