@@ -11,8 +11,11 @@ from __future__ import annotations
 
 
 class TunerError(Exception):
-    """An error of tuner's own: a refused spec, a sweep that cannot be found, a job
-    server that cannot be asked; the message says what and where."""
+    """An error of tuner's own.
+
+    A refused spec, a sweep that cannot be found, a job server that cannot be asked; the
+    message says what and where.
+    """
 
 
 __all__ = ["TunerError"]

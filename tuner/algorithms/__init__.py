@@ -1,6 +1,9 @@
-"""Which algorithms a spec can name: each RLlib algorithm and preset with its base
-algorithm, default search space, what it supports and its performance defaults, kept
-as data (algorithms.yaml, presets.yaml, tuner/search_spaces/defaults.yaml)."""
+"""Which algorithms a spec can name.
+
+Each RLlib algorithm and preset with its base algorithm, default search space, what it
+supports and its performance defaults, kept as data (algorithms.yaml, presets.yaml,
+tuner/search_spaces/defaults.yaml).
+"""
 
 from tuner.algorithms._info import AlgorithmInfo
 from tuner.algorithms._registry import (

@@ -106,27 +106,53 @@ def _entries(
 
 
 def algorithms() -> list[AlgorithmInfo]:
-    """Every algorithm, then every preset, as `GET /api/v1/algorithms` lists them."""
+    """Every algorithm, then every preset, as `GET /api/v1/algorithms` lists them.
+
+    Returns:
+        The AlgorithmInfo of each algorithm, then of each preset.
+    """
     return [e.model_copy(deep=True) for e in _entries().values()]
 
 
 def names() -> tuple[str, ...]:
-    """Every name a spec's `algorithm` accepts."""
+    """Every name a spec's `algorithm` accepts.
+
+    Returns:
+        The algorithms' and the presets' names.
+    """
     return tuple(_entries())
 
 
 def base_algorithms() -> tuple[str, ...]:
-    """The RLlib algorithms themselves (PPO APPO IMPALA DQN SAC)."""
+    """The RLlib algorithms themselves (PPO APPO IMPALA DQN SAC).
+
+    Returns:
+        Their names.
+    """
     return tuple(n for n, e in _entries().items() if e.base_algorithm == n)
 
 
 def presets() -> tuple[str, ...]:
-    """The named presets (Double_DQN, Rainbow_DQN, ...)."""
+    """The named presets (Double_DQN, Rainbow_DQN, ...).
+
+    Returns:
+        Their names.
+    """
     return tuple(n for n, e in _entries().items() if e.base_algorithm != n)
 
 
 def get(name: str) -> AlgorithmInfo:
-    """One algorithm or preset; KeyError naming the known ones."""
+    """One algorithm or preset.
+
+    Args:
+        name: An algorithm's or a preset's name.
+
+    Returns:
+        Its AlgorithmInfo.
+
+    Raises:
+        KeyError: `name` is neither; the message names the known ones.
+    """
     entries = _entries()
     if name not in entries:
         raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(entries)}")
@@ -134,13 +160,28 @@ def get(name: str) -> AlgorithmInfo:
 
 
 def base_algorithm(name: str) -> str:
-    """The RLlib algorithm behind a name (Rainbow_DQN -> DQN)."""
+    """The RLlib algorithm behind a name (Rainbow_DQN -> DQN).
+
+    Args:
+        name: An algorithm's or a preset's name.
+
+    Returns:
+        The base algorithm's name.
+    """
     return get(name).base_algorithm
 
 
 def default_space(name: str) -> dict[str, Domain]:
-    """The default search space of an algorithm or preset: its base algorithm's, less
-    the keys the preset fixes."""
+    """The default search space of an algorithm or preset.
+
+    Its base algorithm's, less the keys the preset fixes.
+
+    Args:
+        name: An algorithm's or a preset's name.
+
+    Returns:
+        The space: each key's Domain.
+    """
     entry = get(name)
     if not entry.default_space:
         raise KeyError(f"no default search space for {name!r}")

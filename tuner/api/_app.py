@@ -126,7 +126,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = None) -> FastAPI:
-    """The tuner API: REST under /api/v1, the web page at /, OpenAPI at /openapi.json."""
+    """The tuner API: REST under /api/v1, the web page at /, OpenAPI at /openapi.json.
+
+    Args:
+        settings: The service's settings (default: read from the TUNER_* environment).
+        mlflow_ui_port: The port of the MLflow UI that `tuner serve --mlflow-ui` runs
+            beside the embedded store, if it runs one.
+
+    Returns:
+        The FastAPI application.
+    """
     app = FastAPI(
         title="tuner",
         version=tuner.__version__,

@@ -1,5 +1,8 @@
-"""The `tuner` command: local commands (_local.py), the service's client (_remote.py),
-how tuner's log records look (_logs.py), and how the process ends."""
+"""The `tuner` command.
+
+Local commands (_local.py), the service's client (_remote.py), how tuner's log records
+look (_logs.py), and how the process ends.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +16,12 @@ from tuner.cli._logs import show_logs
 
 
 def _end_without_teardown() -> None:
-    """Ends a `tuner run` process once every exit hook registered during the run has
-    run (Ray's shutdown, MLflow's, Tune's loggers': they run before this one, which
-    `main` registered first), without the interpreter's module teardown: seconds, after
-    torch and RLlib, that change nothing on disk."""
+    """Ends a `tuner run` process without the interpreter's module teardown.
+
+    Once every exit hook registered during the run has run (Ray's shutdown, MLflow's,
+    Tune's loggers': they run before this one, which `main` registered first). The
+    teardown takes seconds, after torch and RLlib, and changes nothing on disk.
+    """
     if _Ending.code is None or not _Ending.after_ray:
         return
     import logging

@@ -1,6 +1,7 @@
-"""Where sweeps run: the Ray cluster (the embedded head or TUNER_RAY_ADDRESS's), its
-jobs and its nodes. Public Ray interfaces only: the dashboard's Jobs REST API and its
-state API, over HTTP with a deadline on every request.
+"""Where sweeps run: the Ray cluster, its jobs and its nodes.
+
+The cluster: the embedded head or TUNER_RAY_ADDRESS's. Public Ray interfaces only: the
+dashboard's Jobs REST API and its state API, over HTTP with a deadline on every request.
 
 - `_head.py`: EmbeddedHead, the one-node head started when no cluster is configured
 - `_jobs.py`: RayJobs, submit / status / stop / logs of the sweeps' driver jobs
@@ -38,8 +39,10 @@ log = logging.getLogger("tuner.launcher")
 
 
 def _is_loopback(address: str) -> bool:
-    """Whether a Ray address or dashboard URL is on this machine (`auto`: Ray's own word
-    for the cluster started here)."""
+    """Whether a Ray address or dashboard URL is on this machine.
+
+    `auto`: Ray's own word for the cluster started here.
+    """
     if address == "auto":
         return True
     host = address.split("://")[-1].split(":")[0]
@@ -47,7 +50,11 @@ def _is_loopback(address: str) -> bool:
 
 
 class Launcher:
-    """The service's handle on its cluster: which one (start), its jobs, its nodes."""
+    """The service's handle on its cluster: which one (start), its jobs, its nodes.
+
+    Args:
+        settings: The service's settings (TUNER_RAY_ADDRESS, the data dir, timeouts).
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -61,7 +68,15 @@ class Launcher:
     # -- which cluster ----------------------------------------------------------------
 
     def start(self, num_cpus: int | None = None, wait_s: float = 90) -> str:
-        """Connects to the configured cluster or starts / reuses the embedded head."""
+        """Connects to the configured cluster or starts / reuses the embedded head.
+
+        Args:
+            num_cpus: The CPUs an embedded head offers (default: Ray's count).
+            wait_s: How long to wait for the head and its job server.
+
+        Returns:
+            The cluster's address (the embedded head's dashboard URL).
+        """
         if self.address and self._ready:
             return self.address
         deadline = time.monotonic() + wait_s
@@ -79,10 +94,18 @@ class Launcher:
         return url
 
     def restart_lost_head(self, num_cpus: int | None = None) -> bool:
-        """The embedded head again, where the one this service uses is gone (killed, its
-        machine's OOM killer): True when it started a new one. Its jobs are gone with it;
-        the supervisor then finds their ids unknown and resumes their sweeps from Tune's
-        saved state. A cluster of TUNER_RAY_ADDRESS is never started here."""
+        """Starts the embedded head again where the one this service uses is gone.
+
+        Gone: killed, or by its machine's OOM killer. Its jobs are gone with it; the
+        supervisor then finds their ids unknown and resumes their sweeps from Tune's saved
+        state. A cluster of TUNER_RAY_ADDRESS is never started here.
+
+        Args:
+            num_cpus: The CPUs the new head offers (default: Ray's count).
+
+        Returns:
+            True when it started a new one.
+        """
         if self.settings.ray_address or not self._ready or self.head.alive():
             return False
         log.warning("the embedded Ray head is gone: starting a new one")
@@ -123,7 +146,11 @@ class Launcher:
         return self.head.started
 
     def stop_head(self, timeout_s: float = 10) -> None:
-        """Stops the embedded head if this process started it."""
+        """Stops the embedded head if this process started it.
+
+        Args:
+            timeout_s: How long to wait for it to exit before killing it.
+        """
         self.head.stop(timeout_s)
 
     # -- jobs -------------------------------------------------------------------------
@@ -142,7 +169,11 @@ class Launcher:
         API. The store's URL (it may hold a password) reaches the driver through the Ray
         nodes' own environment instead: the embedded head is started with it; on a
         cluster of your own, set TUNER_DATABASE_URL on the head node. The default SQLite
-        store the driver derives from TUNER_DATA_DIR."""
+        store the driver derives from TUNER_DATA_DIR.
+
+        Returns:
+            The environment variables, by name.
+        """
         s = self.settings
         env = {
             "TUNER_DATA_DIR": str(s.data_path),
@@ -162,7 +193,16 @@ class Launcher:
         return env
 
     def submit(self, experiment_id: str, job_id: str, resume: bool) -> str:
-        """Submits the driver of one sweep as job `job_id` (idempotent); returns the id."""
+        """Submits the driver of one sweep as job `job_id` (idempotent).
+
+        Args:
+            experiment_id: The sweep the driver runs.
+            job_id: The Ray job's id.
+            resume: Whether the driver resumes the sweep from Tune's saved state.
+
+        Returns:
+            The job's id.
+        """
         # the address as given or its dashboard's URL: Ray may name this machine's
         # dashboard by the node's IP
         here = _is_loopback(self.start()) or _is_loopback(self.jobs.url)
@@ -176,20 +216,40 @@ class Launcher:
         )
 
     def status(self, job_id: str) -> str | None:
-        """The job's status (PENDING RUNNING STOPPED SUCCEEDED FAILED), None if the job
-        server does not know it; JobsError if it cannot say (never taken for a dead
-        driver)."""
+        """The job's status (PENDING RUNNING STOPPED SUCCEEDED FAILED).
+
+        Args:
+            job_id: The Ray job's id.
+
+        Returns:
+            The status; None if the job server does not know the job.
+
+        Raises:
+            JobsError: The job server cannot say (never taken for a dead driver).
+        """
         return self.jobs.status(job_id)
 
     def stop(self, job_id: str) -> None:
-        """Hard-stops a job (SIGTERM, then SIGKILL by Ray)."""
+        """Hard-stops a job (SIGTERM, then SIGKILL by Ray).
+
+        Args:
+            job_id: The Ray job's id.
+        """
         try:
             self.jobs.stop(job_id)
         except JobsError:
             pass
 
     def logs_tail(self, job_id: str, chars: int = 3000) -> str:
-        """The end of a job's driver log (for a failed sweep's error)."""
+        """The end of a job's driver log (for a failed sweep's error).
+
+        Args:
+            job_id: The Ray job's id.
+            chars: How many characters of its end.
+
+        Returns:
+            The log's end; "" when the job server cannot give it.
+        """
         try:
             return self.jobs.logs(job_id)[-chars:]
         except JobsError:  # the log is a courtesy; the sweep's outcome is not
@@ -198,9 +258,16 @@ class Launcher:
     # -- nodes ------------------------------------------------------------------------
 
     def cluster(self, max_age_s: float = 10) -> list[dict[str, Any]] | None:
-        """Each alive node: {node_id, node_ip, is_head, resources ({"CPU": 16.0, "GPU":
-        1.0, ...})}; [] while no node has registered yet (a head just started); None
-        when the cluster cannot say (not started, unreachable)."""
+        """Each alive node of the cluster.
+
+        Args:
+            max_age_s: How old a cached answer may be.
+
+        Returns:
+            Each alive node: {node_id, node_ip, is_head, resources ({"CPU": 16.0, "GPU":
+            1.0, ...})}; [] while no node has registered yet (a head just started); None
+            when the cluster cannot say (not started, unreachable).
+        """
         if self.address is None:
             return None
         if self._nodes is None or self._nodes.address != self.address.rstrip("/"):
@@ -208,7 +275,15 @@ class Launcher:
         return self._nodes.nodes(max_age_s)
 
     def cluster_nodes(self, max_age_s: float = 10) -> list[dict[str, float]] | None:
-        """Total resources of each alive node (see `cluster`), for the fit check."""
+        """Total resources of each alive node (see `cluster`), for the fit check.
+
+        Args:
+            max_age_s: How old a cached answer may be.
+
+        Returns:
+            Each node's resources, with the nodes an autoscaler can add; None where no node
+            is known (the driver checks then).
+        """
         nodes = self.cluster(max_age_s)
         if not nodes:
             return None  # none: the driver checks

@@ -16,9 +16,16 @@ log = logging.getLogger("tuner.launcher")
 
 
 class ClusterNodes:
-    """Alive nodes of one cluster (`address`: any form Ray's job client takes, resolved
-    to the dashboard at the first read), cached: a node list, or a failure, is reused for
-    `max_age_s`; an empty list (a head whose node has not registered yet) is not."""
+    """Alive nodes of one cluster, cached.
+
+    A node list, or a failure, is reused for `max_age_s`; an empty list (a head whose
+    node has not registered yet) is not.
+
+    Args:
+        address: Any form Ray's job client takes, resolved to the dashboard at the first
+            read.
+        timeout_s: The deadline of each request.
+    """
 
     def __init__(self, address: str, timeout_s: float) -> None:
         self.address = address.rstrip("/")
@@ -26,7 +33,15 @@ class ClusterNodes:
         self._cached: tuple[float, list[dict[str, Any]] | None] = (0.0, None)
 
     def read(self) -> list[dict[str, Any]]:
-        """Each alive node: {node_id, node_ip, is_head, resources}; raises on failure."""
+        """Each alive node: {node_id, node_ip, is_head, resources}.
+
+        Returns:
+            The alive nodes, uncached.
+
+        Raises:
+            httpx.HTTPError: The dashboard cannot be reached or answers with an error.
+            JobsUnavailable: Its address cannot be resolved (dashboard_url).
+        """
         response = httpx.get(
             f"{dashboard_url(self.address, self.timeout_s)}/api/v0/nodes",
             params={"limit": 10000},
@@ -48,8 +63,15 @@ class ClusterNodes:
         ]
 
     def nodes(self, max_age_s: float = 10) -> list[dict[str, Any]] | None:
-        """The alive nodes; [] while none has registered; None when the cluster cannot
-        say (unreachable, an error)."""
+        """The alive nodes, cached.
+
+        Args:
+            max_age_s: How old a cached answer may be.
+
+        Returns:
+            The alive nodes; [] while none has registered; None when the cluster cannot say
+            (unreachable, an error).
+        """
         fetched_at, cached = self._cached
         if fetched_at and time.monotonic() - fetched_at < max_age_s:
             return cached

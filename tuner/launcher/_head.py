@@ -105,7 +105,11 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 class EmbeddedHead:
-    """Starts, reuses and stops the service's own Ray head."""
+    """Starts, reuses and stops the service's own Ray head.
+
+    Args:
+        settings: The service's settings (its data dir holds the head's record).
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -114,8 +118,10 @@ class EmbeddedHead:
 
     @property
     def temp_dir(self) -> str:
-        """The head's Ray temp dir: short (Ray's socket paths must stay under 108 bytes)
-        and one per data dir."""
+        """The head's Ray temp dir: short and one per data dir.
+
+        Short: Ray's socket paths must stay under 108 bytes.
+        """
         digest = hashlib.sha1(str(self.settings.data_path).encode()).hexdigest()[:12]
         # /tmp as Ray itself uses: macOS's per-user temp dir is too long a prefix
         base = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
@@ -127,8 +133,14 @@ class EmbeddedHead:
         return self.process is not None
 
     def alive(self) -> bool:
-        """Whether the head this service uses still runs: the process it started, or the
-        recorded pid of one a previous server started (no request to its dashboard)."""
+        """Whether the head this service uses still runs.
+
+        The process it started, or the recorded pid of one a previous server started (no
+        request to its dashboard).
+
+        Returns:
+            True while it runs.
+        """
         if self.process is not None:
             return self.process.poll() is None
         try:
@@ -137,7 +149,11 @@ class EmbeddedHead:
             return False
 
     def known(self) -> str | None:
-        """The dashboard URL of a head a previous server started and that still runs."""
+        """The dashboard URL of a head a previous server started and that still runs.
+
+        Returns:
+            Its URL, or None.
+        """
         if not self.head_file.exists():
             return None
         try:
@@ -164,6 +180,14 @@ class EmbeddedHead:
         range) can take one in between; Ray then exits ("already in use"), and the head
         is started again on fresh ports, up to `attempts` times before `deadline`. A head
         that exits for another reason is an error at once.
+
+        Args:
+            num_cpus: The CPUs the head offers (default: Ray's count).
+            deadline: The time.monotonic() by which the dashboard must answer.
+            attempts: How many times to start it on fresh ports.
+
+        Returns:
+            The dashboard's URL.
         """
         logpath = self.settings.data_path / "ray-head.log"
         ensure_auth_token()
@@ -250,7 +274,11 @@ class EmbeddedHead:
         return url, None
 
     def stop(self, timeout_s: float = 10) -> None:
-        """Stops the head if this process started it (its own process group)."""
+        """Stops the head if this process started it (its own process group).
+
+        Args:
+            timeout_s: How long to wait for it to exit before killing it.
+        """
         if self.process is None:
             return
         try:

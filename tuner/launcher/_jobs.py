@@ -18,7 +18,12 @@ JOB_TERMINAL = {"STOPPED", "SUCCEEDED", "FAILED"}
 
 
 class JobsError(TunerError, RuntimeError):
-    """The job server answered with an error, or could not be asked."""
+    """The job server answered with an error, or could not be asked.
+
+    Args:
+        message: What went wrong.
+        status: The HTTP status of the answer, if one came.
+    """
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -30,8 +35,10 @@ class JobsUnavailable(JobsError):
 
 
 class JobsTimedOut(JobsError):
-    """The request was sent but its answer never came (it timed out, or the connection
-    dropped before the answer): it may have taken effect."""
+    """The request was sent but its answer never came.
+
+    It timed out, or the connection dropped before the answer: it may have taken effect.
+    """
 
 
 class JobNotFound(JobsError):
@@ -76,10 +83,15 @@ _NOT_SENT = (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.ProxyErr
 
 
 class RayJobs:
-    """Submit, follow and stop Ray Jobs on one cluster's dashboard. `address`: any form
-    Ray's job client takes (tuner.launcher._address), resolved to the dashboard's URL at
-    the first request. `transport`: httpx's (tests pass an httpx.MockTransport); default
-    a fresh connection per request, with the TLS settings made once (`tls_context`)."""
+    """Submit, follow and stop Ray Jobs on one cluster's dashboard.
+
+    Args:
+        address: Any form Ray's job client takes (tuner.launcher._address), resolved to
+            the dashboard's URL at the first request.
+        timeout_s: The deadline of each request.
+        transport: httpx's (tests pass an httpx.MockTransport); default a fresh
+            connection per request, with the TLS settings made once (`tls_context`).
+    """
 
     def __init__(
         self, address: str, timeout_s: float, transport: httpx.BaseTransport | None = None
@@ -90,8 +102,11 @@ class RayJobs:
 
     @property
     def url(self) -> str:
-        """The dashboard's URL; JobsUnavailable while a GCS or Ray Client address cannot
-        be resolved (the cluster down or unreachable: worth trying again)."""
+        """The dashboard's URL.
+
+        Raises JobsUnavailable while a GCS or Ray Client address cannot be resolved (the
+        cluster down or unreachable: worth trying again).
+        """
         try:
             return dashboard_url(self.address, self.timeout_s)
         except ClusterUnreachable as err:
@@ -129,15 +144,36 @@ class RayJobs:
         return response
 
     def list(self) -> list[dict[str, Any]]:
-        """Every job the server knows (its JobDetails as JSON)."""
+        """Every job the server knows.
+
+        Returns:
+            Each job's JobDetails as JSON.
+        """
         return self._request("GET", "/api/jobs/").json()
 
     def info(self, job_id: str) -> dict[str, Any]:
-        """One job's details; JobNotFound if the server does not know it."""
+        """One job's details.
+
+        Args:
+            job_id: The Ray job's id.
+
+        Returns:
+            Its JobDetails as JSON.
+
+        Raises:
+            JobNotFound: The server does not know the job.
+        """
         return self._request("GET", f"/api/jobs/{job_id}").json()
 
     def status(self, job_id: str) -> str | None:
-        """PENDING RUNNING STOPPED SUCCEEDED FAILED, or None for an unknown job."""
+        """A job's status.
+
+        Args:
+            job_id: The Ray job's id.
+
+        Returns:
+            PENDING RUNNING STOPPED SUCCEEDED FAILED, or None for an unknown job.
+        """
         try:
             return str(self.info(job_id)["status"])
         except JobNotFound:
@@ -151,8 +187,20 @@ class RayJobs:
         env_vars: dict[str, str],
         metadata: dict[str, str],
     ) -> str:
-        """Submits the job `job_id` once: a job of that id already there is taken as
-        this submission (a retry after a lost answer launches nothing new)."""
+        """Submits the job `job_id` once.
+
+        A job of that id already there is taken as this submission (a retry after a lost
+        answer launches nothing new).
+
+        Args:
+            job_id: The Ray job's id.
+            entrypoint: The driver's command line.
+            env_vars: The driver's environment variables.
+            metadata: The job's metadata.
+
+        Returns:
+            The job's id.
+        """
         if self.status(job_id) is not None:
             return job_id
         body = {
@@ -170,12 +218,26 @@ class RayJobs:
         return job_id
 
     def stop(self, job_id: str) -> bool:
-        """Asks Ray to stop the job (SIGTERM, then SIGKILL); whether it was running."""
+        """Asks Ray to stop the job (SIGTERM, then SIGKILL).
+
+        Args:
+            job_id: The Ray job's id.
+
+        Returns:
+            Whether it was running.
+        """
         try:
             return bool(self._request("POST", f"/api/jobs/{job_id}/stop").json().get("stopped"))
         except JobNotFound:
             return False
 
     def logs(self, job_id: str) -> str:
-        """The job's driver log."""
+        """The job's driver log.
+
+        Args:
+            job_id: The Ray job's id.
+
+        Returns:
+            The log's text.
+        """
         return str(self._request("GET", f"/api/jobs/{job_id}/logs").json().get("logs", ""))

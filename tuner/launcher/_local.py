@@ -18,6 +18,10 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     The working directory joins workers' PYTHONPATH so that envs named by import
     path ('mypkg.envs:MyEnv') import in every trial process. Call it from the main
     thread: Ray's processes end with the thread that started them (PR_SET_PDEATHSIG).
+
+    Args:
+        address: A cluster's address (None: a local Ray, started here).
+        num_cpus: The CPUs a local Ray offers (default: Ray's count).
     """
     import ray
 

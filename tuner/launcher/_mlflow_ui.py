@@ -18,7 +18,16 @@ log = logging.getLogger("tuner.launcher")
 
 
 def start_mlflow_ui(settings: Settings, port: int) -> subprocess.Popen | None:
-    """`mlflow server` over the embedded store, in its own process group."""
+    """Starts `mlflow server` over the embedded store, in its own process group.
+
+    Args:
+        settings: The service's settings (the embedded store's URI).
+        port: The port it serves on.
+
+    Returns:
+        Its process, or None where a tracking server is configured (its own UI
+        serves).
+    """
     if settings.mlflow_tracking_uri:
         return None  # a tracking server is configured: its own UI serves
     return subprocess.Popen(
@@ -43,7 +52,16 @@ def start_mlflow_ui(settings: Settings, port: int) -> subprocess.Popen | None:
 
 
 def wait_for_mlflow_ui(proc: subprocess.Popen, port: int, timeout_s: float = 120) -> bool:
-    """Waits until the MLflow UI answers /health; whether it does (a warning if not)."""
+    """Waits until the MLflow UI answers /health (a warning if not).
+
+    Args:
+        proc: Its process.
+        port: The port it serves on.
+        timeout_s: How long to wait.
+
+    Returns:
+        Whether it answers.
+    """
     import httpx
 
     deadline = time.monotonic() + timeout_s
@@ -59,7 +77,12 @@ def wait_for_mlflow_ui(proc: subprocess.Popen, port: int, timeout_s: float = 120
 
 
 def stop_process_group(proc: subprocess.Popen, timeout_s: float = 20) -> None:
-    """SIGTERM a process group we started, SIGKILL it if it lingers."""
+    """SIGTERM a process group we started, SIGKILL it if it lingers.
+
+    Args:
+        proc: The group's leader.
+        timeout_s: How long it may linger.
+    """
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=timeout_s)

@@ -1,7 +1,9 @@
-"""From a spec to RLlib: the trial's AlgorithmConfig, the trainables (thin subclasses of
-RLlib's algorithms), performance defaults and the update ratio they keep, DQN/SAC's flat
-replay path, SAC's Q-network shapes, envs and wrappers, the spec's own code in a trial,
-multi-agent mapping, a trial's resources, and evaluating a checkpoint.
+"""From a spec to RLlib.
+
+The trial's AlgorithmConfig, the trainables (thin subclasses of RLlib's algorithms),
+performance defaults and the update ratio they keep, DQN/SAC's flat replay path, SAC's
+Q-network shapes, envs and wrappers, the spec's own code in a trial, multi-agent
+mapping, a trial's resources, and evaluating a checkpoint.
 
 A trial's process imports this package (it unpickles its trainable from here): nothing
 in it imports the driver's Tune wiring, MLflow, Optuna or the store.

@@ -18,8 +18,15 @@ from tuner.spec import ExperimentSpec
 
 
 def trainable_for(spec: ExperimentSpec) -> Any:
-    """The trainable that runs the spec's trials: an RLlib algorithm class, or the spec's
-    own training loop wrapped (tuner.rllib._custom)."""
+    """The trainable that runs the spec's trials.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        An RLlib algorithm class, or the spec's own training loop wrapped
+        (tuner.rllib._custom).
+    """
     if spec.custom_algorithm:
         from tuner.rllib._custom import custom_trainable
 
@@ -28,9 +35,20 @@ def trainable_for(spec: ExperimentSpec) -> Any:
 
 
 def build_config(spec: ExperimentSpec, env_name: str | None = None) -> AlgorithmConfig:
-    """The AlgorithmConfig of one trial before sampling: preset, user config, env,
-    resources, model, multi-agent policies, evaluation and seed. Settings that name code
-    by import path (code_settings) are left out: the trial sets them (trial_params)."""
+    """The AlgorithmConfig of one trial before sampling.
+
+    Preset, user config, env, resources, model, multi-agent policies, evaluation and
+    seed. Settings that name code by import path (code_settings) are left out: the trial
+    sets them (trial_params).
+
+    Args:
+        spec: The sweep's spec.
+        env_name: The env's name as registered with Tune (register_env); default the
+            spec's `env`.
+
+    Returns:
+        The config.
+    """
     trainable = trainable_for(spec)
     config = trainable.get_default_config()
     fixed = fixed_settings(spec)

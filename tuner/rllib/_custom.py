@@ -33,7 +33,14 @@ KINDS = ("Trainable subclass", "function", "generator function")
 
 
 def kind_of(obj: Any) -> str | None:
-    """Which kind of training loop `obj` is (one of KINDS), or None if none."""
+    """Which kind of training loop `obj` is.
+
+    Args:
+        obj: What a spec's `algorithm` import path names.
+
+    Returns:
+        One of KINDS, or None if none.
+    """
     module = (getattr(obj, "__module__", None) or "").split(".")[0]
     if module in sys.stdlib_module_names or module == "builtins":
         return None
@@ -47,8 +54,17 @@ def kind_of(obj: Any) -> str | None:
 
 
 def is_function(path: str) -> bool:
-    """Whether the training loop at `path` is a function (Tune's function trainable, which
-    takes no checkpoint settings: it saves its own)."""
+    """Whether the training loop at `path` is a function.
+
+    A function is Tune's function trainable, which takes no checkpoint settings: it saves
+    its own.
+
+    Args:
+        path: The training loop's import path.
+
+    Returns:
+        True for a function.
+    """
     return kind_of(load_object(path)) in KINDS[1:]
 
 
@@ -99,8 +115,16 @@ def custom_trainable(path: str) -> Callable[..., Any] | type[tune.Trainable]:
 
 
 def custom_params(spec: ExperimentSpec) -> dict[str, Any]:
-    """A custom training loop's config before sampling: the spec's `config`, its seed,
-    and the env when the spec names one."""
+    """A custom training loop's config before sampling.
+
+    The spec's `config`, its seed, and the env when the spec names one.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        The config dict.
+    """
     params: dict[str, Any] = {**spec.config, "seed": spec.seed}
     if spec.env is not None:
         params["env"] = spec.env
@@ -109,7 +133,14 @@ def custom_params(spec: ExperimentSpec) -> dict[str, Any]:
 
 
 def custom_resources(spec: ExperimentSpec) -> dict[str, float]:
-    """One trial's resources: the main process's CPUs, and a learner's GPUs."""
+    """One trial's resources: the main process's CPUs, and a learner's GPUs.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        The resources, by Ray's names.
+    """
     r = spec.resources
     out = {"CPU": float(r.num_cpus_for_main_process)}
     if r.num_gpus_per_learner:

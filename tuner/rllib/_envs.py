@@ -54,7 +54,18 @@ def is_import_path(env: str) -> bool:
 
 
 def load_object(path: str) -> Any:
-    """Imports 'package.module:Name' and returns the object."""
+    """Imports 'package.module:Name' and returns the object.
+
+    Args:
+        path: The import path.
+
+    Returns:
+        The object it names.
+
+    Raises:
+        ImportError: The module cannot be imported.
+        AttributeError: The module has no such name.
+    """
     module_name, _, attr = path.partition(":")
     module = importlib.import_module(module_name)
     return getattr(module, attr)
@@ -191,7 +202,19 @@ def wrap_env(instance: Any, wrappers: str | None) -> Any:
 
 
 def make_env(env: str, env_config: dict[str, Any], wrappers: str | None = None) -> Any:
-    """Builds the environment exactly as a trial will."""
+    """Builds the environment exactly as a trial will.
+
+    Args:
+        env: A gymnasium id or an import path ("package.module:ClassOrFactory").
+        env_config: Passed to the env's constructor / factory.
+        wrappers: The spec's `wrappers` (atari), if any.
+
+    Returns:
+        The env, inside its wrappers.
+
+    Raises:
+        ValueError: An import path names something that is not an env.
+    """
     if is_import_path(env):
         obj = load_object(env)
         problem = env_object_problem(env, obj)
@@ -214,9 +237,18 @@ def _wrapped_creator(env: str, wrappers: str | None, env_context: Any) -> Any:
 
 
 def register_env(env: str, wrappers: str | None = None) -> str:
-    """Registers with Tune (so every worker can build it) an import-path env, an ALE id
-    or a wrapped env, and returns the name RLlib should use; other gymnasium ids are
-    returned unchanged."""
+    """Registers an env with Tune, so every worker can build it.
+
+    An import-path env, an ALE id or a wrapped env is registered; other gymnasium ids are
+    returned unchanged.
+
+    Args:
+        env: A gymnasium id or an import path.
+        wrappers: The spec's `wrappers` (atari), if any.
+
+    Returns:
+        The name RLlib should use.
+    """
     if not wrappers and not is_import_path(env) and not is_ale_id(env):
         return env
     from ray.tune.registry import register_env as tune_register_env
@@ -237,10 +269,25 @@ def check_env(
     multi_agent: MultiAgentSpec | None = None,
     metric: str | None = None,
 ) -> list[str]:
-    """Builds and resets the env once, inside its wrappers (whose observation space is
-    checked too), and checks it against the spec's `multi_agent` section (check_agents);
-    raises SpecError naming `env`/`env_config`/`wrappers`/`multi_agent`, returns
-    warnings."""
+    """Builds and resets the env once, inside its wrappers, and checks it.
+
+    The wrappers' observation space is checked too, and the env against the spec's
+    `multi_agent` section (check_agents).
+
+    Args:
+        env: A gymnasium id or an import path.
+        env_config: Passed to the env's constructor / factory.
+        wrappers: The spec's `wrappers` (atari), if any.
+        multi_agent: The spec's `multi_agent` section, if any.
+        metric: The spec's metric (a per-agent or per-policy one is checked against the
+            env's agents).
+
+    Returns:
+        Warnings (a policy that drives no agent).
+
+    Raises:
+        SpecError: Naming `env`/`env_config`/`wrappers`/`multi_agent`.
+    """
     if is_import_path(env):
         try:
             problem = env_object_problem(env, load_object(env))

@@ -56,9 +56,17 @@ class Evaluation(BaseModel):
     )
 
     def score(self, metric: str) -> float:
-        """The mean return the spec's metric names: one agent's or one policy's
-        (`.../agent_episode_returns_mean/<id>`, `.../module_episode_returns_mean/<id>`),
-        else the mean (summed) return."""
+        """The mean return the spec's metric names.
+
+        One agent's or one policy's (`.../agent_episode_returns_mean/<id>`,
+        `.../module_episode_returns_mean/<id>`), else the mean (summed) return.
+
+        Args:
+            metric: The spec's metric.
+
+        Returns:
+            The mean return.
+        """
         key = metric.removeprefix("evaluation/")
         for group, per_id in (
             (AGENT_RETURNS, self.agent_returns),
@@ -71,8 +79,10 @@ class Evaluation(BaseModel):
 
 
 class NoTrackingStore(TunerError, FileNotFoundError):
-    """A runs:/ or models:/ URI to read from an SQLite tracking store that does not exist
-    (MLflow would create an empty one to answer, so it is not asked)."""
+    """A runs:/ or models:/ URI to read from an SQLite tracking store that does not exist.
+
+    MLflow would create an empty one to answer, so it is not asked.
+    """
 
 
 def resolve_checkpoint(checkpoint: str, tracking_uri: str | None, dest: Path) -> Path:
@@ -243,12 +253,30 @@ def evaluate_checkpoint(
     seed: int | None = None,
     max_steps: int = 100_000,
 ) -> Evaluation:
-    """Mean return of `episodes` deterministic episodes of a checkpoint's policy; for a
-    multi-agent sweep's checkpoint, summed over agents, and per agent and per policy in
-    `agent_returns` / `module_returns` (`Evaluation.score(metric)` picks the metric's).
-    Episode i starts from `seed` + i; `seed` left out is the seed of the trial that saved
-    the checkpoint (0 if it recorded none): the protocol of a trial's final evaluation,
-    whose score this gives again."""
+    """Mean return of `episodes` deterministic episodes of a checkpoint's policy.
+
+    For a multi-agent sweep's checkpoint, summed over agents, and per agent and per
+    policy in `agent_returns` / `module_returns` (`Evaluation.score(metric)` picks the
+    metric's). This is the protocol of a trial's final evaluation, whose score this gives
+    again.
+
+    Args:
+        checkpoint: A checkpoint directory, or a runs:/ or models:/ URI.
+        episodes: How many episodes.
+        tracking_uri: The MLflow tracking store a URI is read from.
+        render_to: A directory to save the frames of a single-agent checkpoint's episodes.
+        seed: Episode i starts from `seed` + i; left out, the seed of the trial that saved
+            the checkpoint (0 if it recorded none).
+        max_steps: The most steps of one episode.
+
+    Returns:
+        The Evaluation.
+
+    Raises:
+        FileNotFoundError: No such checkpoint, or one not written by a tuner sweep.
+        NoTrackingStore: A URI's SQLite tracking store does not exist.
+        ValueError: `render_to` with a multi-agent checkpoint.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         path = resolve_checkpoint(checkpoint, tracking_uri, Path(tmp))
         meta_file = path / CHECKPOINT_META

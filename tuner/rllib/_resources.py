@@ -13,8 +13,16 @@ def _fmt(res: dict[str, float]) -> str:
 
 
 def trial_resources(spec: ExperimentSpec) -> tuple[dict[str, float], list[dict[str, float]]]:
-    """(total, bundles) of one trial's placement group, as RLlib requests it (the
-    spec's own training loop: one bundle of its resources)."""
+    """One trial's placement group, as RLlib requests it.
+
+    The spec's own training loop: one bundle of its resources.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        (total, bundles).
+    """
     if spec.custom_algorithm:
         from tuner.rllib._custom import custom_resources
 
@@ -27,8 +35,16 @@ def trial_resources(spec: ExperimentSpec) -> tuple[dict[str, float], list[dict[s
 
 
 def check_fits(spec: ExperimentSpec, nodes: list[dict[str, Any]]) -> None:
-    """Raises SpecError (loc `resources`) when one trial can never be placed on the
-    alive nodes (each a dict of total resources: {"CPU": 2.0, "GPU": 1.0, ...})."""
+    """Checks that one trial can be placed on the alive nodes.
+
+    Args:
+        spec: The sweep's spec.
+        nodes: The alive nodes, each a dict of total resources: {"CPU": 2.0, "GPU": 1.0,
+            ...}.
+
+    Raises:
+        SpecError: (loc `resources`) when one trial can never be placed.
+    """
     total, bundles = trial_resources(spec)
     cluster: dict[str, float] = {}
     for node in nodes:
@@ -139,7 +155,11 @@ def _driver_of(spec: ExperimentSpec, short: dict[str, float]) -> tuple[str | Non
 
 
 def alive_nodes() -> list[dict[str, float]]:
-    """Total resources of each alive node of the connected Ray cluster."""
+    """Total resources of each alive node of the connected Ray cluster.
+
+    Returns:
+        Each node's resources, by Ray's names.
+    """
     import ray
 
     return [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")]

@@ -48,7 +48,14 @@ _DEFAULT_CONFIGS = {
 
 
 def default_config(algorithm: str) -> AlgorithmConfig:
-    """A fresh RLlib default config of an algorithm or preset's base algorithm."""
+    """A fresh RLlib default config of an algorithm or preset's base algorithm.
+
+    Args:
+        algorithm: An algorithm's or a preset's name.
+
+    Returns:
+        The config.
+    """
     return _DEFAULT_CONFIGS[registry.base_algorithm(algorithm)]()
 
 
@@ -102,12 +109,20 @@ def _vectorisable(spec: ExperimentSpec) -> bool:
 
 
 def flat_defaults_apply(spec: ExperimentSpec) -> bool:
-    """Whether the spec's trials run with the algorithm's flat_replay_defaults (DQN:
-    vectorised envs) instead of its performance_defaults: they have some, the trials can
-    take more envs (_vectorisable) and, as far as the spec tells, take the flat replay
-    path (_fast_replay.eligible: one of RLlib's two episode buffers, nothing that keeps a
-    trial off it, TUNER_FAST_REPLAY on). The same answer in the API, the driver and the
-    trial."""
+    """Whether the spec's trials run with the algorithm's flat_replay_defaults.
+
+    Those (DQN: vectorised envs) instead of its performance_defaults: they have some, the
+    trials can take more envs (_vectorisable) and, as far as the spec tells, take the flat
+    replay path (_fast_replay.eligible: one of RLlib's two episode buffers, nothing that
+    keeps a trial off it, TUNER_FAST_REPLAY on). The same answer in the API, the driver
+    and the trial.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        True where they apply.
+    """
     if spec.custom_algorithm or not registry.get(spec.algorithm).flat_replay_defaults:
         return False
     if not _vectorisable(spec) or _chosen(spec) & _FLAT_BLOCKERS:
@@ -124,9 +139,17 @@ def flat_defaults_apply(spec: ExperimentSpec) -> bool:
 
 
 def vector_defaults_apply(spec: ExperimentSpec) -> bool:
-    """Whether the spec's trials run with the env count of the algorithm's
-    performance_defaults (PPO: vectorised envs, the same train batch, minibatches and
-    epochs): it has one and the trials can take it (_vectorisable)."""
+    """Whether the spec's trials run with the env count of the performance_defaults.
+
+    The algorithm's performance_defaults (PPO: vectorised envs, the same train batch,
+    minibatches and epochs): it has one and the trials can take it (_vectorisable).
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        True where they apply.
+    """
     if spec.custom_algorithm or _ENVS not in registry.get(spec.algorithm).performance_defaults:
         return False
     return _vectorisable(spec)
@@ -141,7 +164,14 @@ def _performance_defaults(spec: ExperimentSpec) -> dict[str, Any]:
 
 
 def preset_warnings(algorithm: str) -> list[str]:
-    """Warnings a preset carries (settings RLlib accepts but ignores)."""
+    """Warnings a preset carries (settings RLlib accepts but ignores).
+
+    Args:
+        algorithm: An algorithm's or a preset's name.
+
+    Returns:
+        The warnings; [] for an algorithm.
+    """
     if ":" in algorithm:
         return []
     return list(registry.get(algorithm).warnings)
@@ -160,7 +190,14 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 
 @cache
 def rllib_keys(base_algorithm: str) -> frozenset[str]:
-    """Config names RLlib knows for an algorithm (its `to_dict()` keys)."""
+    """Config names RLlib knows for an algorithm (its `to_dict()` keys).
+
+    Args:
+        base_algorithm: An RLlib algorithm's name.
+
+    Returns:
+        The names.
+    """
     cfg = default_config(base_algorithm)
     return frozenset(k for k in cfg.to_dict() if not k.startswith("_")) | {
         "model_config",
@@ -169,11 +206,20 @@ def rllib_keys(base_algorithm: str) -> frozenset[str]:
 
 
 def fixed_settings(spec: ExperimentSpec) -> dict[str, Any]:
-    """The algorithm's performance defaults, the preset's settings over them, and the
+    """The settings a spec fixes, over the algorithm's defaults.
+
+    The algorithm's performance defaults, the preset's settings over them, and the
     spec's own `config` over both (the registry: tuner/algorithms). With `wrappers:
     atari` and no conv_filters in the spec's `model` (or its config's model_config), the
     model_config gets the Atari CNN (ATARI_CONV_FILTERS), so it is reported and logged
-    with the rest."""
+    with the rest.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        The settings, by RLlib's names.
+    """
     if spec.custom_algorithm:
         return copy.deepcopy(spec.config)
     entry = registry.get(spec.algorithm)
@@ -186,12 +232,20 @@ def fixed_settings(spec: ExperimentSpec) -> dict[str, Any]:
 
 
 def code_settings(spec: ExperimentSpec) -> dict[str, Any]:
-    """The fixed settings (fixed_settings) that name code by import path at a code
-    position, whole top-level entries (`replay_buffer_config` with its `type`). build_config
-    leaves them out: RLlib's update_from_dict would import such strings itself (in the
-    API's validator too, and wrongly: "pkg.mod:Name" as the attribute "mod:Name" of
-    module "pkg"). trial_params lays them into the trial's config, and the trial imports
-    them (with_user_code)."""
+    """The fixed settings (fixed_settings) that name code by import path.
+
+    At a code position, whole top-level entries (`replay_buffer_config` with its `type`).
+    build_config leaves them out: RLlib's update_from_dict would import such strings
+    itself (in the API's validator too, and wrongly: "pkg.mod:Name" as the attribute
+    "mod:Name" of module "pkg"). trial_params lays them into the trial's config, and the
+    trial imports them (with_user_code).
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        Those settings, by RLlib's names.
+    """
     if spec.custom_algorithm:
         return {}
     return {k: v for k, v in fixed_settings(spec).items() if import_paths({k: v})}

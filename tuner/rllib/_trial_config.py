@@ -54,10 +54,19 @@ FINAL_EVAL_KEY = "_tuner_final_eval"
 
 
 def config_path(key: str, config: dict[str, Any]) -> tuple[str, ...]:
-    """Where a search-space key lives in a config dict (AlgorithmConfig.to_dict()): its
-    own name, or the private name RLlib keeps a property under
+    """Where a search-space key lives in a config dict (AlgorithmConfig.to_dict()).
+
+    Its own name, or the private name RLlib keeps a property under
     (`train_batch_size_per_learner` -> `_train_batch_size_per_learner`), so the value
-    laid there is the one RLlib builds its config from and the one reported."""
+    laid there is the one RLlib builds its config from and the one reported.
+
+    Args:
+        key: The search-space key (dotted for a nested setting).
+        config: The config dict.
+
+    Returns:
+        The path of keys.
+    """
     if key.startswith(MODEL_PREFIX):
         return (MODEL_CONFIG_KEY, key[len(MODEL_PREFIX) :])
     if key.startswith(ENV_CONFIG_PREFIX):
@@ -66,8 +75,17 @@ def config_path(key: str, config: dict[str, Any]) -> tuple[str, ...]:
 
 
 def sampled_values(trial_config: dict[str, Any], space_keys: list[str]) -> dict[str, Any]:
-    """The values a trial ran with for each search-space key, read where RLlib keeps
-    them (a confirmation trial: the values it re-runs)."""
+    """The values a trial ran with for each search-space key.
+
+    Read where RLlib keeps them (a confirmation trial: the values it re-runs).
+
+    Args:
+        trial_config: The trial's config dict.
+        space_keys: The search space's keys.
+
+    Returns:
+        Each key's value.
+    """
     confirm = trial_config.get(CONFIRM_KEY)
     if isinstance(confirm, dict):
         return {key: confirm["values"].get(key) for key in space_keys}
@@ -81,8 +99,17 @@ def sampled_values(trial_config: dict[str, Any], space_keys: list[str]) -> dict[
 
 
 def apply_values(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a config dict with search-space values set where RLlib keeps them
-    (dicts along each path are copied; the rest is shared)."""
+    """A copy of a config dict with search-space values set where RLlib keeps them.
+
+    Dicts along each path are copied; the rest is shared.
+
+    Args:
+        config: The config dict.
+        values: Each search-space key's value.
+
+    Returns:
+        The copy.
+    """
     out = dict(config)
     for key, value in values.items():
         path = config_path(key, out)
@@ -95,7 +122,16 @@ def apply_values(config: dict[str, Any], values: dict[str, Any]) -> dict[str, An
 
 
 def seed_of(trial_config: dict[str, Any], trial_id: str, base_seed: int) -> int:
-    """The seed a trial runs with: a confirmation trial's own, else spec seed + index."""
+    """The seed a trial runs with: a confirmation trial's own, else spec seed + index.
+
+    Args:
+        trial_config: The trial's config dict.
+        trial_id: Tune's trial id.
+        base_seed: The spec's seed.
+
+    Returns:
+        The seed.
+    """
     confirm = trial_config.get(CONFIRM_KEY)
     if isinstance(confirm, dict):
         return int(confirm["seed"])
@@ -103,20 +139,44 @@ def seed_of(trial_config: dict[str, Any], trial_id: str, base_seed: int) -> int:
 
 
 def stage_of(trial_config: dict[str, Any]) -> str:
-    """search, or confirm for a confirmation trial."""
+    """The stage a trial belongs to.
+
+    Args:
+        trial_config: The trial's config dict.
+
+    Returns:
+        search, or confirm for a confirmation trial.
+    """
     return STAGE_CONFIRM if isinstance(trial_config.get(CONFIRM_KEY), dict) else STAGE_SEARCH
 
 
 def trial_seed(base_seed: int, trial_index: int) -> int:
-    """The seed of trial `trial_index` (0-based) of a sweep whose spec seed is `base_seed`."""
+    """The seed of trial `trial_index` (0-based) of a sweep whose spec seed is `base_seed`.
+
+    Args:
+        base_seed: The spec's seed.
+        trial_index: The trial's index (trial_index).
+
+    Returns:
+        The seed.
+    """
     return (base_seed + trial_index) % (2**31)
 
 
 def trial_index(trial_id: str) -> int:
-    """A trial's index for its seed. Tune's own variant generator ends a trial id in its
-    0-based creation index ('a1b2c_00003' -> 3). Searchers (optuna) give a random hex id
-    with no index: those get a stable number from the id, far above any grid index, so
-    every trial of a sweep still runs with its own seed."""
+    """A trial's index for its seed.
+
+    Tune's own variant generator ends a trial id in its 0-based creation index
+    ('a1b2c_00003' -> 3). Searchers (optuna) give a random hex id with no index: those
+    get a stable number from the id, far above any grid index, so every trial of a sweep
+    still runs with its own seed.
+
+    Args:
+        trial_id: Tune's trial id.
+
+    Returns:
+        The index.
+    """
     _, sep, tail = trial_id.rpartition("_")
     if sep and tail.isdigit():
         return int(tail)

@@ -55,9 +55,18 @@ def num_envs_of(spec: ExperimentSpec) -> int:
 
 
 def most_vector_envs(spec: ExperimentSpec) -> int:
-    """The env count of the algorithm's vectorised performance default (PPO: 8), or the
+    """The most envs per env runner a trial takes.
+
+    The env count of the algorithm's vectorised performance default (PPO: 8), or the
     env's base setting (rl-zoo3's n_envs: CartPole 8, LunarLander 16, MuJoCo 1), which a
-    trial takes where its batch is large enough (envs_for_batch)."""
+    trial takes where its batch is large enough (envs_for_batch).
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        The env count.
+    """
     base = spec.base.num_envs_per_env_runner
     if base is not None:
         return int(base)
@@ -91,15 +100,34 @@ def vector_envs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
 
 
 def as_trial_runs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
-    """A trial's config dict as the trial runs it: its env count (vector_envs) and its
-    held update ratio (hold_update_ratio) set, their markers gone."""
+    """A trial's config dict as the trial runs it.
+
+    Its env count (vector_envs) and its held update ratio (hold_update_ratio) set, their
+    markers gone.
+
+    Args:
+        config: The trial's config dict.
+        algorithm: The spec's algorithm.
+
+    Returns:
+        The config dict.
+    """
     return hold_update_ratio(vector_envs(config, algorithm), algorithm)
 
 
 def holds_update_ratio(spec: ExperimentSpec) -> bool:
-    """Whether the spec's trials run with a performance default's rollout_fragment_length
-    that nothing in the spec (preset, `config`, search space) overrides or pairs with its
-    own training_intensity: then each trial holds RLlib's default update ratio."""
+    """Whether each of the spec's trials holds RLlib's default update ratio.
+
+    So where they run with a performance default's rollout_fragment_length that nothing
+    in the spec (preset, `config`, search space) overrides or pairs with its own
+    training_intensity.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        True where they hold it.
+    """
     if spec.custom_algorithm:
         return False
     if "rollout_fragment_length" not in _performance_defaults(spec):
@@ -108,10 +136,18 @@ def holds_update_ratio(spec: ExperimentSpec) -> bool:
 
 
 def own_num_envs(spec: ExperimentSpec) -> int:
-    """The envs per env runner the spec itself asks for (1 unless it sets
-    resources.num_envs_per_env_runner): what a trial's HOLD_RATIO_KEY carries (the ratio
-    held is RLlib's default for those, not for the envs a performance default adds) and
-    what evaluation runs on."""
+    """The envs per env runner the spec itself asks for.
+
+    1 unless it sets resources.num_envs_per_env_runner: what a trial's HOLD_RATIO_KEY
+    carries (the ratio held is RLlib's default for those, not for the envs a performance
+    default adds) and what evaluation runs on.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        The env count.
+    """
     return spec.resources.num_envs_per_env_runner or 1
 
 
@@ -151,14 +187,23 @@ def hold_update_ratio(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
 def derived_settings(
     trial_config: dict[str, Any], spec: ExperimentSpec
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What a trial ran with beyond its spec, as it ran: (config settings, resources).
+    """What a trial ran with beyond its spec, as it ran.
+
     The config ones are the held update ratio (the training_intensity hold_update_ratio
     sets, with the rollout_fragment_length as rounded for it); the resources one a
     performance default's env count (DQN's flat path, PPO), and then, where the spec
     evaluates, evaluation's own env count under `evaluation_config` among the config
     ones (a spec that sets the env count itself evaluates on as many). The spec's
     `config` with the first and its `resources` with the second rerun the trial as it
-    ran."""
+    ran.
+
+    Args:
+        trial_config: The trial's config dict.
+        spec: The sweep's spec.
+
+    Returns:
+        (config settings, resources).
+    """
     if spec.custom_algorithm:  # its own loop: nothing of RLlib's is derived
         return {}, {}
     confirm = trial_config.get(CONFIRM_KEY)
@@ -178,8 +223,16 @@ def derived_settings(
 
 
 def update_ratio(config: AlgorithmConfig) -> float:
-    """Samples trained per env step sampled that a DQN/SAC config gives (RLlib's round
-    robin of sampling and training, dqn.py calculate_rr_weights)."""
+    """Samples trained per env step sampled that a DQN/SAC config gives.
+
+    RLlib's round robin of sampling and training, dqn.py calculate_rr_weights.
+
+    Args:
+        config: The algorithm's config.
+
+    Returns:
+        The ratio.
+    """
     from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
 
     store, train = calculate_rr_weights(config)

@@ -35,9 +35,17 @@ def with_user_code(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def user_code(spec: ExperimentSpec) -> dict[str, Any]:
-    """The spec's code by import path, as a trial config carries it under CODE_KEY:
-    callbacks, module, and the import paths its `config`, `model` and search space name at
-    RLlib code positions ("paths")."""
+    """The spec's code by import path, as a trial config carries it under CODE_KEY.
+
+    Callbacks, module, and the import paths its `config`, `model` and search space name
+    at RLlib code positions ("paths").
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        The code, by kind.
+    """
     code: dict[str, Any] = {}
     if spec.callbacks:
         code["callbacks"] = list(spec.callbacks)

@@ -1,6 +1,9 @@
-"""Search-space domains (uniform, loguniform, choice, grid, ...), the default spaces of
-the algorithms, kept as data (defaults.yaml, read by tuner.algorithms), and the base
-settings per env (env_settings.yaml)."""
+"""Search-space domains, the algorithms' default spaces, and the base settings per env.
+
+The domains (uniform, loguniform, choice, grid, ...), the default spaces of the
+algorithms, kept as data (defaults.yaml, read by tuner.algorithms), and the base
+settings per env (env_settings.yaml).
+"""
 
 from tuner.search_spaces._domains import DOMAIN_KINDS, PB2_KINDS, Domain
 from tuner.search_spaces._env_settings import (

@@ -91,7 +91,14 @@ class Domain(BaseModel):
         return getattr(self, self.kind)
 
     def contains(self, value: Any) -> bool:
-        """Whether a sampled value lies in this domain (bounds as documented)."""
+        """Whether a sampled value lies in this domain (bounds as documented).
+
+        Args:
+            value: The sampled value.
+
+        Returns:
+            True where it lies in the domain.
+        """
         kind, args = self.kind, self.args
         if kind in ("grid", "choice"):
             return value in args
@@ -102,7 +109,11 @@ class Domain(BaseModel):
         return args[0] <= value <= args[1]
 
     def to_tune(self) -> Any:
-        """The equivalent Ray Tune domain."""
+        """The equivalent Ray Tune domain.
+
+        Returns:
+            The Tune domain (or grid search).
+        """
         from ray import tune
 
         kind, args = self.kind, self.args

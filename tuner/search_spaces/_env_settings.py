@@ -26,7 +26,11 @@ class BaseSettings(BaseModel):
     source: str = Field("", description="rl_zoo3 hyperparams file and entry")
 
     def settings(self) -> dict[str, Any]:
-        """The settings it sets, without its source."""
+        """The settings it sets, without its source.
+
+        Returns:
+            Each setting it sets, by RLlib's name.
+        """
         return self.model_dump(exclude={"source"}, exclude_none=True)
 
 
@@ -42,20 +46,39 @@ def _table(path: Path = _FILE) -> dict[str, dict[str, BaseSettings]]:
 
 
 def env_key(env: str | None) -> str | None:
-    """The key of a gymnasium id in the table: its name without namespace or version
-    (`CartPole-v1` -> `CartPole`); None for an import-path env or none."""
+    """The key of a gymnasium id in the table.
+
+    Its name without namespace or version (`CartPole-v1` -> `CartPole`).
+
+    Args:
+        env: The spec's env.
+
+    Returns:
+        The key; None for an import-path env or none.
+    """
     if not env or ":" in env:
         return None
     return _VERSION.sub("", env.rsplit("/", 1)[-1])
 
 
 def base_settings(env: str | None, algorithm: str) -> BaseSettings:
-    """The base settings of `env` for a base algorithm (PPO, APPO, ...); none set where
-    the table has no entry."""
+    """The base settings of `env` for a base algorithm (PPO, APPO, ...).
+
+    Args:
+        env: The spec's env.
+        algorithm: A base algorithm's name.
+
+    Returns:
+        Its base settings; none set where the table has no entry.
+    """
     key = env_key(env)
     return _table().get(key or "", {}).get(algorithm, BaseSettings())
 
 
 def env_settings_table() -> dict[str, dict[str, BaseSettings]]:
-    """The whole table, as kept."""
+    """The whole table, as kept.
+
+    Returns:
+        Env key -> base algorithm -> its base settings.
+    """
     return dict(_table())

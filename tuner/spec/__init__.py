@@ -1,5 +1,7 @@
-"""The spec: the one schema of a sweep (file format, request body, JSON schema), strict
-parsing of untrusted text into it, the code a spec may name, and the space it searches.
+"""The spec: the one schema of a sweep.
+
+Its file format, request body and JSON schema; strict parsing of untrusted text into
+it, the code a spec may name, and the space it searches.
 
 It imports neither Ray nor FastAPI, so every process (CLI, API, driver) can load and
 check a spec. The checks that need RLlib (its keys, a dry build, the fit) sit above, in

@@ -134,9 +134,18 @@ def _rules(path: Path = _CLASSES_FILE) -> _Rules:
 
 
 def module_allowed(path: str, allowed: Sequence[str]) -> bool:
-    """Whether the module of `path` ("pkg.mod:Name" or "pkg.mod") lies under one of the
-    `allowed` module prefixes, compared whole component by component: "mypkg" allows
-    "mypkg" and "mypkg.sub", never "mypkgx". Nothing is imported."""
+    """Whether the module of `path` lies under one of the `allowed` module prefixes.
+
+    Compared whole component by component: "mypkg" allows "mypkg" and "mypkg.sub", never
+    "mypkgx". Nothing is imported.
+
+    Args:
+        path: An import path, "pkg.mod:Name" or "pkg.mod".
+        allowed: The allowed module prefixes.
+
+    Returns:
+        True where it is allowed.
+    """
     module = path.partition(":")[0]
     if not _MODULE_RE.fullmatch(module):
         return False
@@ -292,10 +301,22 @@ class _Walker:
 def check_code_refs(
     config: Mapping[str, Any], *, loc: str, allowed_modules: Sequence[str]
 ) -> list[SpecIssue]:
-    """Issues for every value in `config` (RLlib settings, nested dicts and lists walked)
-    that RLlib would turn into code and that is neither one of RLlib's own classes listed in
-    tuner/spec/rllib_classes.yaml nor an import path under `allowed_modules`. Each issue's loc is
-    the dotted path under `loc` (e.g. "config.replay_buffer_config.type"). Imports nothing."""
+    """Issues for every value in `config` that names code RLlib may not run.
+
+    Every value (RLlib settings, nested dicts and lists walked) that RLlib would turn into
+    code and that is neither one of RLlib's own classes listed in
+    tuner/spec/rllib_classes.yaml nor an import path under `allowed_modules`. Imports
+    nothing.
+
+    Args:
+        config: RLlib settings.
+        loc: Where `config` is in the spec; each issue's loc is the dotted path under it
+            (e.g. "config.replay_buffer_config.type").
+        allowed_modules: The allowed module prefixes.
+
+    Returns:
+        The issues; [] where none.
+    """
     walker = _Walker(allowed_modules)
     walker.data(config, loc, None, 0)
     return walker.issues
@@ -327,11 +348,21 @@ def _walk_space(walker: _Walker, space: Mapping[str, Any], loc: str) -> None:
 def check_space_code_refs(
     space: Mapping[str, Any], *, allowed_modules: Sequence[str], loc: str = "search.space"
 ) -> list[SpecIssue]:
-    """The rule of `check_code_refs` for a search space: each key ("callbacks",
-    "replay_buffer_config", "model.<key>", ...) is checked with every value its domain can
-    take (each grid/choice value; dicts and lists inside them walked). A dotted key is read
-    as the nested setting it names. Issues are located at `<loc>.<key>[.<path inside>]`.
-    Imports nothing."""
+    """The rule of `check_code_refs` for a search space.
+
+    Each key ("callbacks", "replay_buffer_config", "model.<key>", ...) is checked with
+    every value its domain can take (each grid/choice value; dicts and lists inside them
+    walked). A dotted key is read as the nested setting it names. Imports nothing.
+
+    Args:
+        space: The search space as written.
+        allowed_modules: The allowed module prefixes.
+        loc: Where the space is in the spec; issues are located at
+            `<loc>.<key>[.<path inside>]`.
+
+    Returns:
+        The issues; [] where none.
+    """
     walker = _Walker(allowed_modules)
     _walk_space(walker, space, loc)
     # one issue per place and value, even when a value repeats across grid/choice lists
@@ -353,10 +384,22 @@ def _load(path: str) -> Any:
 def resolve_code_refs(
     config: Mapping[str, Any], *, allowed_modules: Sequence[str], loc: str = "config"
 ) -> dict[str, Any]:
-    """A copy of `config` in which each import path at a code position is replaced by the
-    object it names, so that RLlib gets a class or function rather than a string it would
-    resolve itself. Raises SpecError (as check_code_refs) before importing anything if a
-    value is refused. For the driver and trials only: it imports user modules."""
+    """A copy of `config` with each import path at a code position replaced by its object.
+
+    So RLlib gets a class or function rather than a string it would resolve itself. For
+    the driver and trials only: it imports user modules.
+
+    Args:
+        config: RLlib settings.
+        allowed_modules: The allowed module prefixes.
+        loc: Where `config` is in the spec (for the issues).
+
+    Returns:
+        The copy.
+
+    Raises:
+        SpecError: (as check_code_refs) before importing anything if a value is refused.
+    """
     issues = check_code_refs(config, loc=loc, allowed_modules=allowed_modules)
     if issues:
         raise SpecError(issues)
@@ -365,10 +408,19 @@ def resolve_code_refs(
 
 
 def import_paths(*configs: Mapping[str, Any], space: Mapping[str, Any] | None = None) -> list[str]:
-    """Every import path "package.module:Name" that the RLlib settings in `configs` (and
-    every value each `space` entry can take) name at a code position, sorted, whether or
-    not its module is allowed (envs are not code positions). Imports nothing: for the
-    driver, to tell its trials what to import once the checks passed."""
+    """Every import path "package.module:Name" named at a code position.
+
+    In the RLlib settings in `configs` (and every value each `space` entry can take),
+    whether or not its module is allowed (envs are not code positions). Imports nothing:
+    for the driver, to tell its trials what to import once the checks passed.
+
+    Args:
+        *configs: RLlib settings.
+        space: A search space as written.
+
+    Returns:
+        The import paths, sorted.
+    """
     walker = _Walker([])
     for config in configs:
         walker.data(config, "", None, 0)
@@ -390,11 +442,20 @@ def _names_one(value: Any, paths: frozenset[str], depth: int = 0) -> bool:
 
 
 def resolve_paths(config: Mapping[str, Any], paths: Sequence[str]) -> dict[str, Any]:
-    """A copy of `config` (RLlib settings, e.g. a trial's config dict) in which each of
-    `paths` found at a code position is replaced by the object it names; every other value
-    stays as it is (only the top-level entries that hold one of `paths` are rebuilt, as
-    plain dicts and lists). For a trial's process: it imports those modules, which the
-    driver checked against the allowed modules (`import_paths` of the checked spec)."""
+    """A copy of `config` with each of `paths` at a code position replaced by its object.
+
+    Every other value stays as it is (only the top-level entries that hold one of `paths`
+    are rebuilt, as plain dicts and lists). For a trial's process: it imports those
+    modules, which the driver checked against the allowed modules (`import_paths` of the
+    checked spec).
+
+    Args:
+        config: RLlib settings, e.g. a trial's config dict.
+        paths: The import paths to resolve.
+
+    Returns:
+        The copy.
+    """
     wanted = frozenset(paths)
     modules = sorted({p.partition(":")[0] for p in wanted})
     walker = _Walker(modules, resolve=lambda path: _load(path) if path in wanted else path)

@@ -21,7 +21,11 @@ def _json_safe(value: Any) -> Any:
 
 
 class SpecError(TunerError, ValueError):
-    """A spec failed validation; `issues` names each field and value."""
+    """A spec failed validation; `issues` names each field and value.
+
+    Args:
+        issues: Each issue: the field's path, what is wrong, the bad value.
+    """
 
     def __init__(self, issues: list[SpecIssue]) -> None:
         self.issues = issues
@@ -29,13 +33,31 @@ class SpecError(TunerError, ValueError):
 
     @classmethod
     def one(cls, loc: str, msg: str, value: Any = None) -> SpecError:
-        """A SpecError of one issue."""
+        """A SpecError of one issue.
+
+        Args:
+            loc: The field's dotted path.
+            msg: What is wrong.
+            value: The bad value.
+
+        Returns:
+            The SpecError.
+        """
         return cls([SpecIssue(loc=loc, msg=msg, value=value)])
 
 
 def did_you_mean(name: str, known: Any) -> str:
-    """ "; did you mean `x`?" for the closest of `known` names (the same name in another
-    case first: `ppo` -> `PPO`, which difflib alone misses), or "" where none is close."""
+    """A hint naming the closest of `known` names.
+
+    The same name in another case first (`ppo` -> `PPO`, which difflib alone misses).
+
+    Args:
+        name: The unknown name.
+        known: The known names.
+
+    Returns:
+        "; did you mean `x`?", or "" where none is close.
+    """
     names = sorted(known)
     close = [k for k in names if k.lower() == name.lower()]
     close = close or difflib.get_close_matches(name, names, n=1, cutoff=0.75)
@@ -55,8 +77,17 @@ def _fields_at(model: Any, path: tuple[Any, ...]) -> set[str]:
 
 
 def issues_from_validation_error(err: ValidationError, model: Any = None) -> list[SpecIssue]:
-    """Turns pydantic's errors into SpecIssues with dotted paths; an unknown field names
-    the closest known one (`model`: the validated class)."""
+    """Turns pydantic's errors into SpecIssues with dotted paths.
+
+    An unknown field names the closest known one.
+
+    Args:
+        err: Pydantic's error.
+        model: The validated class.
+
+    Returns:
+        The issues.
+    """
     out = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(spec)"

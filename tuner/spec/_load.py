@@ -14,7 +14,17 @@ from tuner.spec._safe_input import check_data, load_json_strict, load_yaml_stric
 
 
 def parse_spec(data: Any) -> ExperimentSpec:
-    """Validates a mapping as an ExperimentSpec; raises SpecError naming each field."""
+    """Validates a mapping as an ExperimentSpec.
+
+    Args:
+        data: The parsed spec.
+
+    Returns:
+        The spec.
+
+    Raises:
+        SpecError: Naming each field.
+    """
     if not isinstance(data, dict):
         raise SpecError(
             [
@@ -30,7 +40,17 @@ def parse_spec(data: Any) -> ExperimentSpec:
 
 
 def load_spec(path: str | Path) -> ExperimentSpec:
-    """Loads a spec from a YAML or JSON file; raises SpecError on any problem."""
+    """Loads a spec from a YAML or JSON file.
+
+    Args:
+        path: The file (.json: JSON; else YAML).
+
+    Returns:
+        The spec.
+
+    Raises:
+        SpecError: On any problem (the file, its text, its fields).
+    """
     p = Path(path)
     try:
         text = p.read_text()
@@ -46,5 +66,9 @@ def load_spec(path: str | Path) -> ExperimentSpec:
 
 
 def json_schema() -> dict[str, Any]:
-    """JSON Schema of the spec (the same one the REST API publishes)."""
+    """JSON Schema of the spec (the same one the REST API publishes).
+
+    Returns:
+        The schema.
+    """
     return ExperimentSpec.model_json_schema()

@@ -427,16 +427,21 @@ class ExperimentSpec(_Model):
 
     @property
     def base(self) -> BaseSettings:
-        """The env's base settings for the algorithm (env_settings.yaml); none for a
-        training loop of the user's own."""
+        """The env's base settings for the algorithm (env_settings.yaml).
+
+        None set for a training loop of the user's own.
+        """
         if self.custom_algorithm:
             return BaseSettings()
         return base_settings(self.env, self.base_algorithm)
 
     @property
     def observations_normalized(self) -> bool:
-        """Whether the trials normalize observations: `normalize_observations` as set,
-        else the env's base setting where the spec sets no connector of its own."""
+        """Whether the trials normalize observations.
+
+        `normalize_observations` as set, else the env's base setting where the spec sets no
+        connector of its own.
+        """
         if self.normalize_observations is not None:
             return self.normalize_observations
         if self.custom_algorithm or "env_to_module_connector" in self.config:
@@ -447,12 +452,18 @@ class ExperimentSpec(_Model):
 
     @property
     def base_algorithm(self) -> str:
-        """The RLlib algorithm behind a preset (Rainbow_DQN -> DQN); a training loop's
-        import path as it is."""
+        """The RLlib algorithm behind a preset (Rainbow_DQN -> DQN).
+
+        A training loop's import path as it is.
+        """
         if self.custom_algorithm:
             return self.algorithm
         return registry.base_algorithm(self.algorithm)
 
     def to_yaml(self) -> str:
-        """The spec as YAML, exactly as it validates (defaults filled in)."""
+        """The spec as YAML, exactly as it validates (defaults filled in).
+
+        Returns:
+            The YAML text.
+        """
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

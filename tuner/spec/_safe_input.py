@@ -96,10 +96,23 @@ def _show_tag(tag: str) -> str:
 
 
 def load_yaml_strict(text: str, *, max_depth: int = 32) -> Any:
-    """Parses YAML restricted to plain data: every explicit tag (`!!binary`, `!!python/...`,
-    `!!set`, `!foo`, even `!!str`), every anchor (&a) and alias (*a), a duplicate key and
-    nesting deeper than `max_depth` collections is a SpecError naming the line and column.
-    Timestamps stay strings. Raises NestingTooDeep for depth, SpecError for the rest."""
+    """Parses YAML restricted to plain data.
+
+    Every explicit tag (`!!binary`, `!!python/...`, `!!set`, `!foo`, even `!!str`), every
+    anchor (&a) and alias (*a), a duplicate key and nesting deeper than `max_depth`
+    collections is refused, naming the line and column. Timestamps stay strings.
+
+    Args:
+        text: The YAML text.
+        max_depth: The deepest nesting of collections allowed.
+
+    Returns:
+        The data.
+
+    Raises:
+        NestingTooDeep: For depth.
+        SpecError: For the rest.
+    """
     depth = 0
     try:
         for event in yaml.parse(text, Loader=_StrictLoader):
@@ -167,9 +180,23 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def load_json_strict(text: str, *, max_depth: int = 32) -> Any:
-    """Parses JSON; NaN, Infinity and -Infinity literals (naming where they are), duplicate
-    keys and nesting deeper than `max_depth` are refused. Depth is measured by a scan before
-    parsing, so any depth fails fast. Raises NestingTooDeep for depth, SpecError else."""
+    """Parses JSON, refusing what a spec must not hold.
+
+    NaN, Infinity and -Infinity literals (naming where they are), duplicate keys and
+    nesting deeper than `max_depth` are refused. Depth is measured by a scan before
+    parsing, so any depth fails fast.
+
+    Args:
+        text: The JSON text.
+        max_depth: The deepest nesting of collections allowed.
+
+    Returns:
+        The data.
+
+    Raises:
+        NestingTooDeep: For depth.
+        SpecError: Else.
+    """
     _json_depth_ok(text, max_depth)
     found: list[_NonFinite] = []
 
@@ -229,9 +256,18 @@ def _walk(data: Any, loc: str) -> Iterator[tuple[Callable[[], str], Any]]:
 
 
 def check_data(data: Any, *, loc: str = "") -> list[SpecIssue]:
-    """Issues for every value a spec must not hold, each at its dotted path under `loc`:
-    an int outside int64, a NaN or infinite float, a non-string dict key, or anything other
-    than dict, list, str, int, float, bool and None (YAML sets, bytes, ...). At most 100."""
+    """Issues for every value a spec must not hold.
+
+    An int outside int64, a NaN or infinite float, a non-string dict key, or anything
+    other than dict, list, str, int, float, bool and None (YAML sets, bytes, ...).
+
+    Args:
+        data: The parsed spec.
+        loc: Where `data` is; each issue is at its dotted path under it.
+
+    Returns:
+        The issues, at most 100.
+    """
     issues: list[SpecIssue] = []
     for path, value in _walk(data, loc):
         problem, shown = _problem(value)

@@ -79,7 +79,15 @@ def _rules(path: Path = _DEFAULTS) -> SchedulerDefaults:
 
 
 def search_trials(spec: ExperimentSpec, space: dict[str, Domain]) -> int:
-    """How many search trials the spec makes: the grid's size times num_samples."""
+    """How many search trials the spec makes: the grid's size times num_samples.
+
+    Args:
+        spec: The sweep's spec.
+        space: The resolved search space.
+
+    Returns:
+        The number of trials.
+    """
     size = 1
     for dom in space.values():
         if dom.kind == "grid":
@@ -88,7 +96,15 @@ def search_trials(spec: ExperimentSpec, space: dict[str, Domain]) -> int:
 
 
 def budget_in(spec: ExperimentSpec, time_attr: str) -> float | None:
-    """A trial's budget in a scheduler's time_attr, where the stop criteria give it."""
+    """A trial's budget in a scheduler's time_attr, where the stop criteria give it.
+
+    Args:
+        spec: The sweep's spec.
+        time_attr: The result key the scheduler counts progress in.
+
+    Returns:
+        The budget, or None.
+    """
     budget = {
         STEP_KEY: spec.stop.timesteps_total,
         ITERATION_KEY: spec.stop.training_iteration,
@@ -104,9 +120,18 @@ _BUDGET_UNITS = (STEP_KEY, ITERATION_KEY, _TIME_KEY)
 
 
 def budget_unit(spec: ExperimentSpec) -> str:
-    """The result key a scheduler counts progress in: the spec's own `time_attr`, else
-    the unit of its budget (env steps, iterations, then seconds), else iterations. pbt
-    and pb2 count iterations unless told (their perturbation_interval is in it)."""
+    """The result key a scheduler counts progress in.
+
+    The spec's own `time_attr`, else the unit of its budget (env steps, iterations, then
+    seconds), else iterations. pbt and pb2 count iterations unless told (their
+    perturbation_interval is in it).
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        The result key.
+    """
     sched = spec.scheduler
     if sched.time_attr is not None:
         return sched.time_attr
@@ -118,10 +143,19 @@ def budget_unit(spec: ExperimentSpec) -> str:
 
 
 def resolved_scheduler(spec: ExperimentSpec, space: dict[str, Domain]) -> SchedulerSpec:
-    """The spec's scheduler with every setting it leaves out set: its unit from the
-    budget's (`budget_unit`), then the rest from the budget and the number of trials
-    where the stop criteria give a budget in that unit, else the fixed fallbacks. What
-    the spec sets is kept."""
+    """The spec's scheduler with every setting it leaves out set.
+
+    Its unit from the budget's (`budget_unit`), then the rest from the budget and the
+    number of trials where the stop criteria give a budget in that unit, else the fixed
+    fallbacks. What the spec sets is kept.
+
+    Args:
+        spec: The sweep's spec.
+        space: The resolved search space.
+
+    Returns:
+        The scheduler.
+    """
     sched = spec.scheduler.model_copy(update={"time_attr": budget_unit(spec)})
     if sched.type not in ("asha", "median"):
         return sched
@@ -146,10 +180,18 @@ def resolved_scheduler(spec: ExperimentSpec, space: dict[str, Domain]) -> Schedu
 
 
 def scheduler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any]:
-    """The scheduler's settings a sweep runs with, as the plan, the dry run and the page
-    show them: type, time_attr and, by type, grace_period, max_t, reduction_factor and
-    the rungs (ASHA's milestones in time_attr), min_samples_required, or
-    perturbation_interval; `derived` names the settings the spec left out."""
+    """The scheduler's settings a sweep runs with, as the plan, the dry run and the page show.
+
+    Type, time_attr and, by type, grace_period, max_t, reduction_factor and the rungs
+    (ASHA's milestones in time_attr), min_samples_required, or perturbation_interval.
+
+    Args:
+        spec: The sweep's spec.
+        space: The resolved search space.
+
+    Returns:
+        The settings; `derived` names the settings the spec left out.
+    """
     sched = resolved_scheduler(spec, space)
     own = spec.scheduler.model_dump(exclude_none=True)
     keys = {

@@ -48,7 +48,14 @@ ALE_PREFIX = "ALE/"
 
 
 def is_ale_id(env: str) -> bool:
-    """Whether `env` is an Arcade Learning Environment id ("ALE/Breakout-v5")."""
+    """Whether `env` is an Arcade Learning Environment id ("ALE/Breakout-v5").
+
+    Args:
+        env: The spec's env.
+
+    Returns:
+        True for an ALE id.
+    """
     return env.startswith(ALE_PREFIX)
 
 
@@ -217,16 +224,25 @@ class SchedulerSpec(_Model):
         return self
 
     def asha_rungs(self) -> int:
-        """How many rungs ASHA makes of max_t, grace_period and reduction_factor (as Tune
-        counts them); 0 for another scheduler. A service limits it (TUNER_MAX_ASHA_RUNGS)."""
+        """How many rungs ASHA makes of max_t, grace_period and reduction_factor.
+
+        As Tune counts them. A service limits it (TUNER_MAX_ASHA_RUNGS).
+
+        Returns:
+            The number of rungs; 0 for another scheduler.
+        """
         if self.type != "asha":
             return 0
         return len(self.asha_milestones())
 
     def asha_milestones(self) -> list[float]:
-        """Where ASHA judges trials, in time_attr, as Tune's ASHA places its rungs
-        (grace_period x reduction_factor^k below max_t, then max_t's own); [] for another
-        scheduler."""
+        """Where ASHA judges trials, in time_attr, as Tune's ASHA places its rungs.
+
+        grace_period x reduction_factor^k below max_t, then max_t's own.
+
+        Returns:
+            The milestones; [] for another scheduler.
+        """
         if self.type != "asha":
             return []
         max_t, grace = self.max_t or 100, self.grace_period or 1
@@ -272,7 +288,11 @@ class StopSpec(_Model):
         return self
 
     def trial_criteria(self) -> dict[str, float]:
-        """Per-trial criteria as flattened RLlib result keys (Tune matches them with >=)."""
+        """Per-trial criteria as flattened RLlib result keys (Tune matches them with >=).
+
+        Returns:
+            Each result key's threshold.
+        """
         out: dict[str, float] = {}
         for key, result_key in STOP_RESULT_KEYS.items():
             value = getattr(self, key)
@@ -355,8 +375,10 @@ class CheckpointSpec(_Model):
 
 
 class EvaluationSpec(_Model):
-    """Evaluation with deterministic actions (the policy as it is used), reported under
-    `evaluation/...` (e.g. `evaluation/env_runners/episode_return_mean`)."""
+    """Evaluation with deterministic actions (the policy as it is used).
+
+    Reported under `evaluation/...` (e.g. `evaluation/env_runners/episode_return_mean`).
+    """
 
     interval: int | None = Field(None, ge=1, description="Evaluate every N iterations.")
     duration: int = Field(10, ge=1, description="Episodes per evaluation.")
@@ -439,7 +461,14 @@ class MultiAgentSpec(_Model):
         return self
 
     def policy_of(self, agent_id: object) -> str:
-        """The policy that drives `agent_id`: its mapping, else '*', else the first."""
+        """The policy that drives `agent_id`: its mapping, else '*', else the first.
+
+        Args:
+            agent_id: The env's agent id.
+
+        Returns:
+            The policy's name.
+        """
         return self.policy_mapping.get(
             str(agent_id), self.policy_mapping.get("*", self.policies[0])
         )

@@ -24,8 +24,17 @@ _WORDS: dict[str, tuple[str, ...]] = {
 
 
 def number_default(defaults: Mapping[str, Any], key: str) -> int | float | None:
-    """RLlib's default of `key` where it is a number (not a bool, not a deprecated
-    setting's marker); None otherwise."""
+    """RLlib's default of `key` where it is a number.
+
+    Not a bool, not a deprecated setting's marker.
+
+    Args:
+        defaults: RLlib's default config as a dict.
+        key: The setting's name.
+
+    Returns:
+        The default; None otherwise.
+    """
     default = defaults.get(key)
     if isinstance(default, bool) or not isinstance(default, int | float):
         return None
@@ -64,9 +73,20 @@ def number_setting_issues(
     defaults: Mapping[str, Any],
     algorithm: str,
 ) -> list[SpecIssue]:
-    """Every string where RLlib's default is a number: a value fixed under `config`
-    (loc `config.<key>`) and each `choice` / `grid` value of the search space (loc
-    `search.space.<key>`). `defaults`: RLlib's default config of `algorithm` as a dict."""
+    """Every string where RLlib's default is a number.
+
+    A value fixed under `config` (loc `config.<key>`) and each `choice` / `grid` value of
+    the search space (loc `search.space.<key>`).
+
+    Args:
+        config: The spec's `config`.
+        space: The spec's search space, if any.
+        defaults: RLlib's default config of `algorithm` as a dict.
+        algorithm: The spec's algorithm (named in the messages).
+
+    Returns:
+        The issues.
+    """
     issues = [
         _not_a_number(f"config.{key}", key, value, defaults, algorithm)
         for key, value in config.items()
@@ -89,10 +109,17 @@ def _as_int(value: Any, default: int | float | None) -> Any:
 def integral_floats_as_ints(
     config: dict[str, Any], space: Mapping[str, Domain] | None, defaults: Mapping[str, Any]
 ) -> None:
-    """Turns, in place, a float of integral value into an int where RLlib's default is an
-    int (`train_batch_size_per_learner: 4e3` -> 4000): a number written with an exponent
-    is a float, and RLlib uses such settings as counts and sizes. In `config` and in the
-    `choice` / `grid` values of the search space."""
+    """Turns, in place, a float of integral value into an int where RLlib's default is an int.
+
+    (`train_batch_size_per_learner: 4e3` -> 4000): a number written with an exponent is a
+    float, and RLlib uses such settings as counts and sizes. In `config` and in the
+    `choice` / `grid` values of the search space.
+
+    Args:
+        config: The spec's `config` (changed in place).
+        space: The spec's search space, if any (changed in place).
+        defaults: RLlib's default config as a dict.
+    """
     for key, value in config.items():
         config[key] = _as_int(value, number_default(defaults, key))
     for key, dom in (space or {}).items():

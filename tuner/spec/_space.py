@@ -12,9 +12,18 @@ from tuner.spec._models import ExperimentSpec
 
 
 def resolve_space(spec: ExperimentSpec) -> dict[str, Domain]:
-    """The space a spec's sweep searches, resolved once: `search.space` as given, or the
-    algorithm's default space without the keys `config` or `model` fix (a fixed value
-    always wins), narrowed to the budget of `stop.timesteps_total` where it gives one."""
+    """The space a spec's sweep searches, resolved once.
+
+    `search.space` as given, or the algorithm's default space without the keys `config`
+    or `model` fix (a fixed value always wins), narrowed to the budget of
+    `stop.timesteps_total` where it gives one.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        Each key's Domain.
+    """
     if spec.search.space is not None:
         return dict(spec.search.space)
     if getattr(spec, "custom_algorithm", False):

@@ -7,11 +7,21 @@ ERROR_CHARS = 4000
 
 
 def last_lines(text: str, limit: int = ERROR_CHARS, *, cut: bool = False) -> str:
-    """The end of `text` in whole lines, about `limit` characters at most: a traceback's
-    last lines are the ones that explain it. Where lines were left out, a first line
-    says so. `cut`: the text is already the end of something longer (a log's tail), so
-    its first line starts mid-way and is dropped. A last line longer than `limit` keeps
-    its end, from a word boundary."""
+    """The end of `text` in whole lines, about `limit` characters at most.
+
+    A traceback's last lines are the ones that explain it. Where lines were left out, a
+    first line says so. A last line longer than `limit` keeps its end, from a word
+    boundary.
+
+    Args:
+        text: The text.
+        limit: About the most characters kept.
+        cut: The text is already the end of something longer (a log's tail), so its first
+            line starts mid-way and is dropped.
+
+    Returns:
+        The end of the text.
+    """
     if not cut and len(text) <= limit:
         return text
     lines = text.rstrip("\n").split("\n")

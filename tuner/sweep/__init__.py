@@ -1,8 +1,9 @@
-"""The sweep: one spec run as Ray Tune trials. The driver (`python -m tuner.sweep
-<experiment-id>`, submitted by the service as a Ray Job) and `tuner run` both call
-`run_sweep`: the Tuner's wiring (param space, searcher, scheduler, stoppers,
-checkpoints), graceful stops and interrupts, progress, the confirmation stage on fresh
-seeds, and the sweep's summary.
+"""The sweep: one spec run as Ray Tune trials.
+
+The driver (`python -m tuner.sweep <experiment-id>`, submitted by the service as a Ray
+Job) and `tuner run` both call `run_sweep`: the Tuner's wiring (param space, searcher,
+scheduler, stoppers, checkpoints), graceful stops and interrupts, progress, the
+confirmation stage on fresh seeds, and the sweep's summary.
 
 Nothing here imports FastAPI; the API reaches this package only through a driver process.
 """

@@ -63,7 +63,15 @@ def confirm_runs(candidates: list[TrialView], seeds: list[int]) -> list[dict[str
 
 
 def stats(scores: list[float], seed: int = 0) -> dict[str, Any]:
-    """mean, sample std, 95 % percentile-bootstrap CI of the mean, and IQM of scores."""
+    """Mean, sample std, 95 % percentile-bootstrap CI of the mean, and IQM of scores.
+
+    Args:
+        scores: The scores (one per seed).
+        seed: The bootstrap's seed.
+
+    Returns:
+        {"mean", "std", "ci95", "iqm"}; each None for no score.
+    """
     n = len(scores)
     if n == 0:
         return {"mean": None, "std": None, "ci95": None, "iqm": None}

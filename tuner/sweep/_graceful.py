@@ -96,8 +96,14 @@ class CheckpointThenInterrupt(Callback):
 
 
 class GracefulStop(CheckpointThenInterrupt):
-    """The service's stop: asked for by `stop_requested` in the store (the API sets it),
-    polled every `poll_s`."""
+    """The service's stop: asked for by `stop_requested` in the store (the API sets it).
+
+    Args:
+        store_url: The store's URL.
+        experiment_id: The sweep's id.
+        grace_s: How long running trials have to save a checkpoint before the run ends.
+        poll_s: How often the store is asked.
+    """
 
     def __init__(
         self, store_url: str, experiment_id: str, grace_s: float = 30.0, poll_s: float = 1.0
@@ -119,6 +125,11 @@ class GracefulStop(CheckpointThenInterrupt):
         _INTERRUPTED.discard(self.experiment_id)
 
     def requested(self) -> bool:
+        """Whether the API asked the sweep to stop (the store, polled every `poll_s`).
+
+        Returns:
+            True once asked, or where the sweep's record is gone.
+        """
         now = time.monotonic()
         if now - self._checked_at < self.poll_s:
             return False
@@ -137,8 +148,13 @@ class GracefulStop(CheckpointThenInterrupt):
 
 
 class GracefulCtrlC(CheckpointThenInterrupt):
-    """`tuner run`'s Ctrl-C: the first one checkpoints running trials, then stops; a
-    second one stops at once (Tune's own handler, as without this callback)."""
+    """`tuner run`'s Ctrl-C: the first one checkpoints running trials, then stops.
+
+    A second one stops at once (Tune's own handler, as without this callback).
+
+    Args:
+        grace_s: How long running trials have to save a checkpoint before the run ends.
+    """
 
     def __init__(self, grace_s: float = 120.0) -> None:
         super().__init__(grace_s)
@@ -172,12 +188,23 @@ class GracefulCtrlC(CheckpointThenInterrupt):
         signal.signal(signal.SIGINT, on_sigint)
 
     def requested(self) -> bool:
+        """Whether Ctrl-C was pressed.
+
+        Returns:
+            True once pressed.
+        """
         return self._pressed
 
 
 class StopRequested(Stopper):
-    """Where Tune's SIGUSR1 handler is not installed (not the main thread), ends the run
-    once GracefulStop decided to: `stop_all` then returns True."""
+    """Ends the run once GracefulStop decided to, where Tune's SIGUSR1 handler is not installed.
+
+    Not installed: not the main thread; `stop_all` then returns True.
+
+    Args:
+        store_url: The store's URL (kept for Tune states pickled by earlier versions).
+        experiment_id: The sweep's id.
+    """
 
     def __init__(self, store_url: str, experiment_id: str) -> None:
         self.store_url = store_url  # kept for Tune states pickled by earlier versions

@@ -47,8 +47,20 @@ class StorageError(TunerError, RuntimeError):
 
 
 def latest_run(storage_path: str, spec_name: str) -> str | None:
-    """The newest run directory of a spec name that holds Tune state, if any: a local
-    path, or a URI on an object store (listed through pyarrow, as Tune does)."""
+    """The newest run directory of a spec name that holds Tune state, if any.
+
+    A local path, or a URI on an object store (listed through pyarrow, as Tune does).
+
+    Args:
+        storage_path: The Tune storage (a path or a URI).
+        spec_name: The spec's name.
+
+    Returns:
+        The run directory, or None.
+
+    Raises:
+        StorageError: The storage cannot be listed.
+    """
     import pyarrow.fs as pafs
 
     try:
@@ -89,8 +101,9 @@ def _warm_start(
 
 @dataclass
 class SweepOptions:
-    """How `run_sweep` runs a spec: its options in one place, as Tune's TuneConfig
-    holds a Tuner's.
+    """How `run_sweep` runs a spec: its options in one place.
+
+    As Tune's TuneConfig holds a Tuner's.
 
     Attributes:
         storage_path: The Tune storage (a path or a URI) the sweep's runs live under.

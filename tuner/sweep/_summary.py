@@ -102,12 +102,23 @@ def summarise(
     space: dict[str, Domain] | None = None,
     confirming: bool = False,
 ) -> SweepSummary:
-    """The SweepSummary of a finished (or, `interrupted`, stopped) Tune run over the
-    resolved `space` (`confirming`: of the confirmation stage).
+    """The SweepSummary of a finished (or stopped) Tune run.
 
     Trials are ranked by their score: the final deterministic evaluation where the spec
     has one (`final_score_key`), else their metric under the spec's scope; `best_metric`
-    keeps each one's peak, `train_score` the training metric under scope."""
+    keeps each one's peak, `train_score` the training metric under scope.
+
+    Args:
+        spec: The sweep's spec.
+        result_grid: Tune's ResultGrid of the run.
+        warnings: The sweep's warnings so far.
+        interrupted: The run was stopped before its end.
+        space: The resolved search space.
+        confirming: The run is the confirmation stage.
+
+    Returns:
+        The summary.
+    """
     space = resolve_space(spec) if space is None else space
     by_path = {t.path: t for t in result_grid_trials(result_grid)}
     trials: list[TrialView] = []
@@ -315,10 +326,19 @@ def best_trial(spec: ExperimentSpec, view: TrialView, config: dict[str, Any]) ->
 
 
 def the_answer(spec: ExperimentSpec, summary: SweepSummary) -> BestTrial | None:
-    """The sweep's answer, the one `best` every surface shows: the confirmed config with
-    the best mean over fresh seeds, with its median seed's checkpoint (the one
-    registered); where no confirmed config has a mean, the search's best trial. The
-    search's best stays beside it as `search_best`."""
+    """The sweep's answer, the one `best` every surface shows.
+
+    The confirmed config with the best mean over fresh seeds, with its median seed's
+    checkpoint (the one registered); where no confirmed config has a mean, the search's
+    best trial. The search's best stays beside it as `search_best`.
+
+    Args:
+        spec: The sweep's spec.
+        summary: The sweep's summary.
+
+    Returns:
+        The best trial, or None where there is none.
+    """
     search = summary.best.search_best if summary.best else None
     if search is None and summary.best is not None and summary.best.source == STAGE_SEARCH:
         search = SearchBest(**summary.best.model_dump(include=set(SearchBest.model_fields)))

@@ -54,10 +54,18 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 
 def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
-    """A trial's config dict before sampling: the built RLlib config, the settings that
-    name code by import path as the spec gives them, and the spec's code by import path
-    for the trial to import (CODE_KEY); for the spec's own training loop, its `config`,
-    seed and env."""
+    """A trial's config dict before sampling.
+
+    The built RLlib config, the settings that name code by import path as the spec gives
+    them, and the spec's code by import path for the trial to import (CODE_KEY); for the
+    spec's own training loop, its `config`, seed and env.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        The config dict.
+    """
     if spec.custom_algorithm:
         return custom_params(spec)
     params = build_config(spec, env_name=register_env(spec.env, spec.wrappers)).to_dict()
@@ -81,7 +89,15 @@ def trial_params(spec: ExperimentSpec) -> dict[str, Any]:
 
 
 def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any]:
-    """The trial config as a dict with the search domains laid over it."""
+    """The trial config as a dict with the search domains laid over it.
+
+    Args:
+        spec: The sweep's spec.
+        space: The resolved search space.
+
+    Returns:
+        Tune's param space.
+    """
     return apply_values(trial_params(spec), {key: dom.to_tune() for key, dom in space.items()})
 
 
@@ -208,10 +224,25 @@ def build_tuner(
     confirm_runs: list[dict[str, Any]] | None = None,
     warm: WarmStart | None = None,
 ) -> tune.Tuner:
-    """A Tuner that runs the spec's sweep over the resolved `space`, its state under
-    storage_path/name. With `confirm_runs`, the confirmation stage instead: each of
-    those (config, seed) runs once, to the spec's per-trial stop criteria (no scheduler,
-    no sweep-wide stop), each ending with a checkpoint."""
+    """A Tuner that runs the spec's sweep over the resolved `space`.
+
+    Its state lies under storage_path/name. With `confirm_runs`, the confirmation stage
+    instead: each of those (config, seed) runs once, to the spec's per-trial stop criteria
+    (no scheduler, no sweep-wide stop), each ending with a checkpoint.
+
+    Args:
+        spec: The sweep's spec.
+        space: The resolved search space.
+        storage_path: The Tune storage (a path or a URI).
+        name: The Tune run's name.
+        callbacks: Tune callbacks.
+        stoppers: Tune stoppers beside the spec's own.
+        confirm_runs: The confirmation stage's runs ({"of", "values", "seed"}).
+        warm: The earlier sweep's trials a searcher starts from.
+
+    Returns:
+        The Tuner.
+    """
     ckpt = spec.checkpoint
     confirming = confirm_runs is not None
     # a function trainable saves its own checkpoints (tune.report(checkpoint=...))

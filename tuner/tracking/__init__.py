@@ -1,7 +1,9 @@
-"""Where a sweep's results go as it runs: MLflow (a parent run per sweep, a nested child
-run per trial, curated params and metrics, checkpoints as artifacts, the sweep's result
-and its registered model), written in batches off Tune's loop; and the store (trial rows
-and per-iteration metric points, the read model the API and the page show).
+"""Where a sweep's results go as it runs: MLflow and the store.
+
+MLflow (a parent run per sweep, a nested child run per trial, curated params and
+metrics, checkpoints as artifacts, the sweep's result and its registered model), written
+in batches off Tune's loop; and the store (trial rows and per-iteration metric points,
+the read model the API and the page show).
 
 Both are Tune callbacks in the driver; they read what tuner.rllib derived for a trial.
 """

@@ -88,8 +88,18 @@ def custom_metrics(result: dict[str, Any]) -> dict[str, float]:
 
 
 def result_metrics(result: dict[str, Any], extra_keys: tuple[str, ...] = ()) -> dict[str, float]:
-    """The curated metrics of one Tune result: returns, lengths, steps, time, losses, and
-    whatever the spec's callbacks logged (custom_metrics)."""
+    """The curated metrics of one Tune result.
+
+    Returns, lengths, steps, time, losses, and whatever the spec's callbacks logged
+    (custom_metrics).
+
+    Args:
+        result: Tune's result.
+        extra_keys: Further result keys to log.
+
+    Returns:
+        Each metric's value, by MLflow name.
+    """
     out: dict[str, float] = custom_metrics(result)
     for key in (*RESULT_METRICS, *extra_keys):
         value = number(lookup(result, key))

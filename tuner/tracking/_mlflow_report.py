@@ -161,8 +161,17 @@ def _register(tracker: SweepRuns, run_id: str, best: BestTrial, summary: SweepSu
 
 
 def model_description(best: BestTrial, metric: str) -> str:
-    """What a person reads on the model version's page: the config, its score and how
-    sure, and where the checkpoint comes from."""
+    """What a person reads on the model version's page.
+
+    The config, its score and how sure, and where the checkpoint comes from.
+
+    Args:
+        best: The sweep's answer (the_answer).
+        metric: The spec's metric.
+
+    Returns:
+        The description (Markdown).
+    """
     config = ", ".join(f"{k}={v}" for k, v in best.config.items()) or "(no sampled keys)"
     confirmed = best.confirmed
     if best.source == names.STAGE_CONFIRM and confirmed is not None and confirmed.mean is not None:

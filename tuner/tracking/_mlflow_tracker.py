@@ -58,7 +58,15 @@ class TrackingConfig(BaseModel):
     ui_url: str | None = Field(None, description="MLflow UI base URL for links.")
 
     def run_url(self, experiment_id: str, run_id: str) -> str | None:
-        """Link to a run in the MLflow UI."""
+        """Link to a run in the MLflow UI.
+
+        Args:
+            experiment_id: MLflow's experiment id.
+            run_id: MLflow's run id.
+
+        Returns:
+            The link, in the UI's model-training view; None without a UI URL.
+        """
         return names.run_url(self.ui_url, experiment_id, run_id)
 
 
@@ -93,6 +101,14 @@ class MLflowTracker(Callback):
 
     Only plain data as attributes (Tune pickles callbacks into its state); the MLflow
     writer is made lazily and left out of the pickle.
+
+    Args:
+        spec: The sweep's spec.
+        tracking_uri: The MLflow tracking URI.
+        run_name: The parent run's name.
+        space_keys: The search space's keys (logged as each trial's params).
+        experiment_name: The MLflow experiment (default: the spec name).
+        artifact_location: The artifact root for experiments it creates.
     """
 
     def __init__(
@@ -157,7 +173,11 @@ class MLflowTracker(Callback):
     # -- the parent run -------------------------------------------------------------
 
     def start(self) -> str:
-        """Finds or creates the experiment and the sweep's parent run; returns its id."""
+        """Finds or creates the experiment and the sweep's parent run.
+
+        Returns:
+            The parent run's id.
+        """
         if self.parent_run_id:
             return self.parent_run_id
         exp = self.client.get_experiment_by_name(self.experiment_name)
@@ -217,7 +237,14 @@ class MLflowTracker(Callback):
     # -- child runs -----------------------------------------------------------------
 
     def find_child(self, trial_id: str) -> str | None:
-        """The run id of a trial's child run, if there is one."""
+        """The run id of a trial's child run, if there is one.
+
+        Args:
+            trial_id: Tune's trial id.
+
+        Returns:
+            The run id, or None.
+        """
         if trial_id in self.child_runs:
             return self.child_runs[trial_id]
         found = self.client.search_runs(
@@ -293,8 +320,14 @@ class MLflowTracker(Callback):
         return run.info.run_id
 
     def note_warm_start(self, source: str, parent_run_id: str) -> None:
-        """Tags the parent run with the earlier sweep a warm start reuses (its run name and
-        parent run, which the MLflow UI opens by id)."""
+        """Tags the parent run with the earlier sweep a warm start reuses.
+
+        Its run name and parent run, which the MLflow UI opens by id.
+
+        Args:
+            source: What the spec's `search.warm_start.from` named.
+            parent_run_id: The earlier sweep's parent run.
+        """
         parent = self.start()
         tags = {names.TAG_WARM_FROM: source, names.TAG_WARM_RUN: parent_run_id}
         self.runs.log(parent, tags=tags)
@@ -414,15 +447,25 @@ class MLflowTracker(Callback):
     # -- the sweep's result -----------------------------------------------------------
 
     def link_trials(self, trials: Sequence[TrialView]) -> None:
-        """Sets each trial's `mlflow_run_id` to its child run, once its metrics are in."""
+        """Sets each trial's `mlflow_run_id` to its child run, once its metrics are in.
+
+        Args:
+            trials: The sweep's trials (changed in place).
+        """
         self.flush()
         self.start()
         for view in trials:
             view.mlflow_run_id = self.find_child(view.trial_id)
 
     def finish(self, summary: SweepSummary) -> MlflowLinks:
-        """Logs the sweep's result on the parent run (_mlflow_report.py) and returns
-        where it landed (`url` left to the caller, who knows the UI)."""
+        """Logs the sweep's result on the parent run (_mlflow_report.py).
+
+        Args:
+            summary: The sweep's summary.
+
+        Returns:
+            Where it landed (`url` left to the caller, who knows the UI).
+        """
         self.link_trials(summary.trials)
         runs = {view.trial_id: view.mlflow_run_id for view in summary.trials}
         for member in summary.pareto:

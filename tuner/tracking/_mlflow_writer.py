@@ -35,7 +35,11 @@ def open_store(tracking_uri: str) -> None:
     Importing MLflow's SQL store takes seconds, and a new SQLite database seconds more
     (MLflow runs all its migrations). MLflow keeps one store per URI, built under a
     lock, so the first client made afterwards waits for this one and reuses it. An
-    error is left for that client to raise."""
+    error is left for that client to raise.
+
+    Args:
+        tracking_uri: The MLflow tracking URI.
+    """
     try:
         MlflowClient(tracking_uri=tracking_uri)
     except Exception:  # noqa: BLE001 - the first real client raises it
@@ -43,9 +47,17 @@ def open_store(tracking_uri: str) -> None:
 
 
 def open_in_background(tracking_uri: str) -> threading.Thread:
-    """Starts `open_store` on a thread and returns it: begun before a Ray start, it
-    overlaps it. Join the thread before the process may exit (a migration in
-    progress)."""
+    """Starts `open_store` on a thread and returns it.
+
+    Begun before a Ray start, it overlaps it. Join the thread before the process may exit
+    (a migration in progress).
+
+    Args:
+        tracking_uri: The MLflow tracking URI.
+
+    Returns:
+        The thread.
+    """
     thread = threading.Thread(
         target=open_store, args=(tracking_uri,), name="tuner-mlflow-open", daemon=True
     )

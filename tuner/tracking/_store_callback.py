@@ -23,14 +23,24 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Ranking:
-    """How a trial's curve becomes the numbers the store shows beside it, as the sweep's
-    summary computes them from Tune's history: the metric's last value (carried over
-    iterations without it), its peak, its value under scope (`train_score`), the score
-    trials are ranked by, and, with several objectives, each one's value under scope.
-    The score is the metric under scope, or, with `final_key` (tuner.sweep's
-    final_score_key), the trial's final deterministic evaluation where it ran its budget
-    (`budget_steps` / `budget_iterations`). Plain data: it travels pickled with the
-    callback."""
+    """How a trial's curve becomes the numbers the store shows beside it.
+
+    As the sweep's summary computes them from Tune's history: the metric's last value
+    (carried over iterations without it), its peak, its value under scope
+    (`train_score`), the score trials are ranked by, and, with several objectives, each
+    one's value under scope. Plain data: it travels pickled with the callback.
+
+    Attributes:
+        metric: The spec's metric.
+        mode: max or min.
+        scope: How trials are ranked (last, last-5-avg, ...).
+        objectives: (metric, mode) of each objective, with several.
+        final_key: tuner.sweep's final_score_key: the score is then the trial's final
+            deterministic evaluation where it ran its budget; else the metric under
+            scope.
+        budget_steps: The trial's budget in env steps, if any.
+        budget_iterations: The trial's budget in iterations, if any.
+    """
 
     metric: str
     mode: str
@@ -42,7 +52,15 @@ class Ranking:
 
     @classmethod
     def of(cls, spec: Any, final_key: str | None = None) -> Ranking:
-        """The ranking of a spec (tuner.spec.ExperimentSpec)."""
+        """The ranking of a spec (tuner.spec.ExperimentSpec).
+
+        Args:
+            spec: The sweep's spec.
+            final_key: tuner.sweep's final_score_key, where the spec has a final evaluation.
+
+        Returns:
+            The Ranking.
+        """
         objectives = tuple((o.metric, o.mode) for o in spec.objectives or ())
         stop = spec.stop
         return cls(
@@ -62,8 +80,14 @@ class Ranking:
         return tuple(dict.fromkeys(k for k in named if k))
 
     def of_curve(self, curve: Sequence[tuple[int, int, Mapping[str, float]]]) -> dict[str, Any]:
-        """metric, best_metric, train_score, score (and values) from a trial's curve:
-        (iteration, env steps, the values reported then) in iteration order."""
+        """metric, best_metric, train_score, score (and values) from a trial's curve.
+
+        Args:
+            curve: (iteration, env steps, the values reported then), in iteration order.
+
+        Returns:
+            The numbers, by name.
+        """
         values = [v for _, _, v in curve]
         carried = _carried(values, self.metric)
         scoped = scope_value(carried, self.scope, self.mode)
@@ -106,7 +130,9 @@ def _carried(curve: Sequence[Mapping[str, float]], key: str) -> list[float]:
 
 
 class StoreRecorder(Callback):
-    """Trial rows (status, sampled values, progress, node, scores) and per-iteration
+    """Records trials and their metrics in the store, as a Tune callback.
+
+    Trial rows (status, sampled values, progress, node, scores) and per-iteration
     metrics; while the search runs, the sweep's best trial so far.
 
     A trial's numbers are computed from its whole curve as the store keeps it: a trial
@@ -114,6 +140,19 @@ class StoreRecorder(Callback):
     and iterations it trains again replace the old ones. Only plain data as attributes;
     the store connection is opened lazily in the driver and left out of Tune's pickled
     state, with the curves read back from it.
+
+    Args:
+        store_url: The store's URL.
+        experiment_id: The sweep's id.
+        metric: The spec's metric.
+        mode: max or min.
+        space: The search space, as its keys or its domains (the domains, as written,
+            give the live hyperparameter importance).
+        base_seed: The spec's seed.
+        spec: The sweep's spec (tuner.spec.ExperimentSpec): the settings a best config is
+            rerun with, and its ranking where none is given.
+        ranking: How a trial's curve becomes its numbers; without it or `spec`, the
+            metric under last-5-avg.
     """
 
     def __init__(
@@ -342,8 +381,19 @@ class StoreRecorder(Callback):
 
 
 def curve_numbers(store: Any, experiment_id: str, trial_id: str, ranking: Ranking) -> dict | None:
-    """metric, best_metric, score (and values) of a trial from its curve in the store, the
-    record of every result of every attempt; None where the store has no point of it."""
+    """metric, best_metric, score (and values) of a trial from its curve in the store.
+
+    The store's curve is the record of every result of every attempt.
+
+    Args:
+        store: The Store.
+        experiment_id: The sweep's id.
+        trial_id: Tune's trial id.
+        ranking: How the curve becomes the numbers.
+
+    Returns:
+        The numbers; None where the store has no point of the trial.
+    """
     points = store.metric_history(experiment_id, trial_id, keys=list(ranking.keys))
     if not points:
         return None

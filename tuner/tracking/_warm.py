@@ -47,9 +47,21 @@ def _parent_runs(client: Any, filter_string: str, experiment_ids: list[str]) -> 
 
 
 def find_earlier_sweep(tracking_uri: str, source: str) -> EarlierSweep:
-    """The sweep `source` names: a sweep id or run name (its parent run's tuner.run tag),
-    or a sweep name (its MLflow experiment: the latest sweep there that finished).
-    Raises SpecError (on search.warm_start.from) naming what is missing."""
+    """The sweep `source` names.
+
+    A sweep id or run name (its parent run's tuner.run tag), or a sweep name (its MLflow
+    experiment: the latest sweep there that finished).
+
+    Args:
+        tracking_uri: The MLflow tracking URI.
+        source: The spec's `search.warm_start.from`.
+
+    Returns:
+        The earlier sweep.
+
+    Raises:
+        SpecError: (on search.warm_start.from) naming what is missing.
+    """
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     from mlflow.tracking import MlflowClient
 
@@ -115,7 +127,16 @@ class WarmStart(BaseModel):
 
 
 def warm_start(spec: ExperimentSpec, space: dict[str, Domain], earlier: EarlierSweep) -> WarmStart:
-    """The earlier sweep's finished search trials, best first, mapped onto `space`."""
+    """The earlier sweep's finished search trials, best first, mapped onto `space`.
+
+    Args:
+        spec: The sweep's spec.
+        space: The resolved search space.
+        earlier: The earlier sweep (find_earlier_sweep).
+
+    Returns:
+        The WarmStart.
+    """
     ws = spec.search.warm_start
     assert ws is not None
     loc = "search.warm_start.from"

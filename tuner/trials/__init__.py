@@ -1,6 +1,8 @@
-"""Old import paths, kept for what earlier versions pickled: Tune states of sweeps to
-resume (`tuner.pkl`: callbacks, stoppers, schedulers, the multi-agent mapping) and RLlib
-checkpoints to restore (`tuner evaluate`, registered models: the trainable's class).
+"""Old import paths, kept for what earlier versions pickled.
+
+Tune states of sweeps to resume (`tuner.pkl`: callbacks, stoppers, schedulers, the
+multi-agent mapping) and RLlib checkpoints to restore (`tuner evaluate`, registered
+models: the trainable's class).
 
 What a sweep runs lives in tuner.rllib, tuner.tracking and tuner.sweep; such files may
 still name it under `tuner.trials`. `import tuner.trials._<old module>` gives a module
