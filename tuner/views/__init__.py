@@ -1,5 +1,7 @@
-"""The shapes users see, one model per concept: a sweep, a trial, the best trial, the
-MLflow links, metric points, the cluster (an algorithm's: tuner/algorithms/_info.py).
+"""The shapes users see, one model per concept.
+
+A sweep, a trial, the best trial, the MLflow links, metric points, the cluster (an
+algorithm's: tuner/algorithms/_info.py).
 
 `tuner run --output json`, every REST response and the web page use these models and
 no others: the driver builds them from Tune's results, the store converts its rows to
