@@ -96,7 +96,7 @@ def check_source(source: str | bytes, yaml_text: bool, checks: Checks) -> Checke
         try:
             out.spec = parse_spec(data)
         except SpecError as err:  # every problem at once: those that need no spec too
-            from tuner.validation._validate import unparsed_spec_issues
+            from tuner.validation._issues import unparsed_spec_issues
 
             raise SpecError([*err.issues, *unparsed_spec_issues(data, err.issues)]) from None
         out.space = resolve_space(out.spec)  # once: validation, the fit and the plan share it
@@ -115,8 +115,9 @@ def _semantics(out: Checked, checks: Checks) -> None:
     """The checks that need RLlib, then the fit (or the plan), each stage's problems
     gathered; raises SpecError with all of them."""
     from tuner.rllib import check_fits
+    from tuner.validation._issues import code_ref_issues
     from tuner.validation._plan import plan_spec
-    from tuner.validation._validate import code_ref_issues, validate_spec
+    from tuner.validation._validate import validate_spec
 
     spec, issues = out.spec, []
     assert spec is not None
