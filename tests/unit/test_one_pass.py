@@ -9,7 +9,7 @@ import gymnasium
 import pytest
 
 import tuner.rllib
-import tuner.validation._validate
+import tuner.validation._checks
 from tuner.spec import did_you_mean
 from tuner.validation import Checks, check_source
 
@@ -17,7 +17,7 @@ NODES = [{"CPU": 4.0}]
 
 
 def env_id_issues(env):
-    from tuner.validation._validate import env_id_issues as issues
+    from tuner.validation._issues import env_id_issues as issues
 
     return issues(env)
 
@@ -38,8 +38,8 @@ def nothing_built(monkeypatch) -> None:
     def built(*args, **kwargs):
         raise AssertionError("built while the spec was refused")
 
-    monkeypatch.setattr(tuner.validation._validate, "build_config", built)
-    monkeypatch.setattr(tuner.validation._validate, "check_env", built)
+    monkeypatch.setattr(tuner.validation._checks, "build_config", built)
+    monkeypatch.setattr(tuner.validation._checks, "check_env", built)
     monkeypatch.setattr(tuner.rllib, "check_fits", built)
     monkeypatch.setattr(gymnasium, "make", built)
 

@@ -31,7 +31,7 @@ def string_constants(path: Path) -> set[str]:
 NOT_THE_NAME = {
     ("spec/_models.py", "search"): "the spec's search section",
     ("cli/_remote.py", "search"): "the spec's search section",
-    ("validation/_validate.py", "search"): "the spec's search section, as a loc",
+    ("validation/_issues.py", "search"): "the spec's search section, as a loc",
     ("cli/_remote.py", "trial"): "a table column",
     ("sweep/_progress.py", "trial"): "a table column",
     ("spec/_sections.py", "training_iteration"): "the spec's own stop key and time_attr value",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import tuner.rllib
-import tuner.validation._validate
+import tuner.validation._checks
 from tuner.validation import Checks, check_source
 
 DQN = "name: hostile\nalgorithm: DQN\nenv: CartPole-v1\n"
@@ -51,7 +51,7 @@ def test_a_code_reference_is_refused_by_our_rule_before_rllib(text, loc, checks,
     ValueError: When using the new EnvRunner API the replay buffer must be of type
     EpisodeReplayBuffer": the fit had built the config with RLlib first."""
     monkeypatch.setattr(tuner.rllib, "check_fits", rllib_reached)
-    monkeypatch.setattr(tuner.validation._validate, "build_config", rllib_reached)
+    monkeypatch.setattr(tuner.validation._checks, "build_config", rllib_reached)
     checked = check_source(DQN + text, True, checks)
     assert [i.loc for i in checked.issues] == [loc]
     (issue,) = checked.issues

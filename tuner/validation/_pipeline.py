@@ -70,9 +70,22 @@ class Checked:
 
 
 def parse_text(text: str, yaml_text: bool) -> Any:
-    """Text as plain data: JSON without NaN / Infinity, or YAML without tags, anchors or
-    aliases; nested at most 32 deep; integers within int64, floats finite. Raises
-    SpecError naming the problem (NestingTooDeep for depth)."""
+    """Reads untrusted text as plain data.
+
+    JSON without NaN / Infinity, or YAML without tags, anchors or aliases; nested at
+    most 32 deep; integers within int64, floats finite.
+
+    Args:
+        text: The spec's text.
+        yaml_text: Whether it is YAML (else JSON).
+
+    Returns:
+        The data: dicts, lists, strings, numbers, booleans and None.
+
+    Raises:
+        NestingTooDeep: The data is nested too deep.
+        SpecError: Naming the problem, for any other.
+    """
     data = load_yaml_strict(text) if yaml_text else load_json_strict(text)
     issues = check_data(data)
     if issues:
@@ -81,8 +94,20 @@ def parse_text(text: str, yaml_text: bool) -> Any:
 
 
 def check_source(source: str | bytes, yaml_text: bool, checks: Checks) -> Checked:
-    """Runs the whole pipeline on a spec's text (bytes must be UTF-8); never raises for a
-    bad spec: its problems are in the answer."""
+    """Runs the whole pipeline on a spec's text.
+
+    Strict parsing, the schema, the checks that need RLlib (`validate_spec`), then the
+    fit, or the plan with `checks.plan`. Never raises for a bad spec: its problems are
+    in the answer, every one a stage could find.
+
+    Args:
+        source: The spec's text; bytes must be UTF-8.
+        yaml_text: Whether it is YAML (else JSON).
+        checks: What to check beyond the schema, and against what.
+
+    Returns:
+        The spec, its resolved space, the warnings and the plan, or the issues.
+    """
     out = Checked()
     try:
         if isinstance(source, bytes):
@@ -96,7 +121,7 @@ def check_source(source: str | bytes, yaml_text: bool, checks: Checks) -> Checke
         try:
             out.spec = parse_spec(data)
         except SpecError as err:  # every problem at once: those that need no spec too
-            from tuner.validation._validate import unparsed_spec_issues
+            from tuner.validation._issues import unparsed_spec_issues
 
             raise SpecError([*err.issues, *unparsed_spec_issues(data, err.issues)]) from None
         out.space = resolve_space(out.spec)  # once: validation, the fit and the plan share it
@@ -115,8 +140,9 @@ def _semantics(out: Checked, checks: Checks) -> None:
     """The checks that need RLlib, then the fit (or the plan), each stage's problems
     gathered; raises SpecError with all of them."""
     from tuner.rllib import check_fits
+    from tuner.validation._issues import code_ref_issues
     from tuner.validation._plan import plan_spec
-    from tuner.validation._validate import code_ref_issues, validate_spec
+    from tuner.validation._validate import validate_spec
 
     spec, issues = out.spec, []
     assert spec is not None
@@ -170,14 +196,32 @@ def _semantics(out: Checked, checks: Checks) -> None:
 
 
 def one_issue(loc: str, msg: str, value: Any = None) -> dict[str, Any]:
-    """A worker's answer for a body refused with one problem."""
+    """A worker's answer for a body refused with one problem.
+
+    Args:
+        loc: Where the problem is (a field path, or "(body)").
+        msg: What it is.
+        value: The bad value, if any.
+
+    Returns:
+        {"issues": [{loc, msg, value}]}, as plain JSON data.
+    """
     return {"issues": [Issue(loc=loc, msg=msg, value=value).model_dump(mode="json")]}
 
 
 def check_body(raw: bytes, yaml_body: bool, checks: Checks) -> dict[str, Any]:
-    """The API worker's answer (plain JSON data) for a request body: {"spec": validated
-    spec JSON, "warnings": [...]}, {"plan": Plan JSON} with `checks.plan`, or {"issues":
-    [{loc, msg, value}]} (with "status": 413 for a body nested too deep)."""
+    """The API worker's answer for a request body (`check_source` on it).
+
+    Args:
+        raw: The request body, UTF-8.
+        yaml_body: Whether it is YAML (else JSON).
+        checks: What to check beyond the schema, and against what.
+
+    Returns:
+        Plain JSON data: {"spec": validated spec JSON, "warnings": [...]}, {"plan": Plan
+        JSON} with `checks.plan`, or {"issues": [{loc, msg, value}]} (with "status": 413
+        for a body nested too deep).
+    """
     checked = check_source(raw, yaml_body, checks)
     if not checked.ok:
         answer: dict[str, Any] = {"issues": [i.model_dump(mode="json") for i in checked.issues]}
@@ -191,7 +235,11 @@ def check_body(raw: bytes, yaml_body: bool, checks: Checks) -> dict[str, Any]:
 
 
 def warm_up() -> bool:
-    """Imports RLlib in the API's worker ahead of the first request."""
+    """Imports RLlib in the API's worker ahead of the first request.
+
+    Returns:
+        True, once the pipeline's modules are imported.
+    """
     import tuner.rllib
     import tuner.validation._plan
     import tuner.validation._validate  # noqa: F401

@@ -63,10 +63,23 @@ def plan_spec(
     check_fit: bool = True,
     space: dict[str, Domain] | None = None,
 ) -> Plan:
-    """The plan of a validated spec on a cluster of `nodes` (each node's total
-    resources; None: not known, no fit check). `space` is the resolved search space
-    (tuner.search_spaces.resolve_space, the one validation used), resolved here when
-    not given."""
+    """The plan of a validated spec: what it will cost before it runs.
+
+    Trials, one trial's placement group, how many run at once on `nodes` and what
+    limits that, the most env steps, iterations and time its stop criteria allow, and
+    whether one trial fits.
+
+    Args:
+        spec: A spec that passed `validate_spec`.
+        nodes: Each node's total resources; None: not known (no concurrency, no fit
+            check).
+        check_fit: Whether to check that one trial fits the nodes.
+        space: The resolved search space (`tuner.spec.resolve_space`, the one
+            validation used); resolved here when not given.
+
+    Returns:
+        The plan; a trial that does not fit is `fits=False` with its `problems`.
+    """
     space = resolve_space(spec) if space is None else space
     trials = search_trials(spec, space)
     confirm = spec.confirm.top_k * spec.confirm.seeds if spec.confirm else 0

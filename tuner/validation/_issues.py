@@ -1,0 +1,351 @@
+"""What a spec gets wrong that text and registries can tell: each function returns the
+issues it finds (tuner.spec.SpecIssue), and builds or imports nothing a spec names (it
+reads RLlib's default configs and gymnasium's registry). The checks (_checks.py) and the
+pipeline's stage for data that is no spec (`unparsed_spec_issues`) call them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tuner import algorithms as registry
+from tuner.rllib import (
+    MODEL_PREFIX,
+    Q_ENCODER,
+    Q_ENCODERS,
+    default_config,
+    rllib_keys,
+)
+from tuner.search_spaces import PB2_KINDS, Domain
+from tuner.spec import (
+    GYM_ID_RE,
+    POPULATION_SCHEDULERS,
+    ExperimentSpec,
+    SpecIssue,
+    check_code_refs,
+    check_space_code_refs,
+    did_you_mean,
+    is_ale_id,
+    module_allowed,
+    number_setting_issues,
+    resolved_scheduler,
+    search_trials,
+)
+
+# Spec sections own these; setting them under `config` would fight the spec.
+OWNED_BY_SPEC = {
+    "env": "env",
+    "env_config": "env_config",
+    "seed": "seed",
+    "num_env_runners": "resources.num_env_runners",
+    "num_learners": "resources.num_learners",
+    "num_gpus_per_learner": "resources.num_gpus_per_learner",
+    "num_envs_per_env_runner": "resources.num_envs_per_env_runner",
+    "num_cpus_per_env_runner": "resources.num_cpus_per_env_runner",
+    "num_gpus_per_env_runner": "resources.num_gpus_per_env_runner",
+    "num_cpus_for_main_process": "resources.num_cpus_for_main_process",
+    "placement_strategy": "resources.placement_strategy",
+    "evaluation_interval": "evaluation.interval",
+    "evaluation_duration": "evaluation.duration",
+    "evaluation_duration_unit": "evaluation.duration (episodes)",
+    "model_config": "model",
+    "callbacks": "callbacks",
+    "callbacks_class": "callbacks",
+    "policies": "multi_agent.policies",
+    "policy_mapping_fn": "multi_agent.policy_mapping",
+}
+
+
+def fixed_and_searched(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
+    """A key the spec both fixes (under `config` or `model`) and searches in the space it
+    writes: one of the two would be silently ignored, so neither is chosen for the user.
+    (A default space simply leaves out what the spec fixes.)"""
+    if spec.search.space is None:
+        return []
+    model = spec.model  # (config.model_config is refused: the spec owns it)
+    issues = []
+    for key, dom in space.items():
+        if key in spec.config:
+            fixed, value = f"config.{key}", spec.config[key]
+        elif key.startswith(MODEL_PREFIX) and key[len(MODEL_PREFIX) :] in model:
+            fixed, value = f"model.{key[len(MODEL_PREFIX) :]}", model[key[len(MODEL_PREFIX) :]]
+        else:
+            continue
+        issues.append(
+            SpecIssue(
+                loc=f"search.space.{key}",
+                value=str(dom),
+                msg=f"also fixed as {fixed} = {value!r}: fix it or search it, not both",
+            )
+        )
+    return issues
+
+
+def limit_issues(
+    spec: ExperimentSpec,
+    space: dict[str, Domain],
+    max_trials: int | None,
+    max_asha_rungs: int | None,
+) -> list[SpecIssue]:
+    """The service's limits the spec exceeds, each naming its setting."""
+    issues = []
+    trials = search_trials(spec, space)
+    if max_trials is not None and trials > max_trials:
+        issues.append(
+            SpecIssue(
+                loc="search",
+                value=trials,
+                msg=f"makes {trials} trials (grid size x num_samples); this service runs at "
+                f"most {max_trials} per sweep (TUNER_MAX_TRIALS)",
+            )
+        )
+    rungs = resolved_scheduler(spec, space).asha_rungs()
+    if max_asha_rungs is not None and rungs > max_asha_rungs:
+        issues.append(
+            SpecIssue(
+                loc="scheduler",
+                value=rungs,
+                msg=f"max_t / grace_period / reduction_factor make {rungs} ASHA rungs; this "
+                f"service allows at most {max_asha_rungs} (TUNER_MAX_ASHA_RUNGS): raise "
+                "grace_period or reduction_factor",
+            )
+        )
+    return issues
+
+
+def code_ref_issues(
+    spec: ExperimentSpec, allowed_modules: Sequence[str] | None, space: dict[str, Domain]
+) -> list[SpecIssue]:
+    """The code a spec names that it may not: an import-path env and the spec's own code
+    fields outside `allowed_modules` (None: not checked), and, for an RLlib algorithm,
+    every value RLlib would turn into code (`config`, `model`, the space) that is neither
+    one of RLlib's own classes nor an allowed import path. Checked as text, importing and
+    building nothing: nothing may call RLlib on a spec while any of these stands."""
+    allowed = list(allowed_modules) if allowed_modules is not None else None
+    refs: list[SpecIssue] = []
+    if allowed is not None and ":" in (spec.env or "") and not module_allowed(spec.env, allowed):
+        refs.append(
+            SpecIssue(
+                loc="env",
+                value=spec.env,
+                msg=(
+                    "this service accepts envs from "
+                    + ", ".join(allowed)
+                    + " (TUNER_ALLOWED_MODULES, formerly TUNER_ENV_MODULES; `tuner run "
+                    "--allow-module`); use a gymnasium id"
+                    if allowed
+                    else _no_user_code(spec.env)
+                ),
+            )
+        )
+    if allowed is not None:
+        refs += _spec_code_refs(spec, allowed)
+    if spec.custom_algorithm:  # its `config` is its own data: RLlib never sees it
+        return refs
+    code_allowed = allowed or []
+    # a key the spec owns is refused as such, whatever its value
+    settings = {k: v for k, v in spec.config.items() if k not in OWNED_BY_SPEC}
+    refs += check_code_refs(settings, loc="config", allowed_modules=code_allowed)
+    refs += check_code_refs(spec.model, loc="model", allowed_modules=code_allowed)
+    refs += check_space_code_refs(space, allowed_modules=code_allowed)
+    return refs
+
+
+def q_encoder_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
+    """`model.q_encoder` (tuner/rllib/_sac_model.py): SAC only, one of its values, fixed
+    or searched (as a choice or grid)."""
+    found: list[tuple[str, Any]] = []
+    if Q_ENCODER in spec.model:
+        found.append((f"model.{Q_ENCODER}", spec.model[Q_ENCODER]))
+    dom = space.get(MODEL_PREFIX + Q_ENCODER)
+    if dom is not None:
+        loc = f"search.space.{MODEL_PREFIX}{Q_ENCODER}"
+        values = dom.choice if dom.choice is not None else dom.grid
+        if values is None:
+            return [SpecIssue(loc=loc, value=str(dom), msg="search it as a choice or grid")]
+        found += [(loc, v) for v in values]
+    issues = []
+    for loc, value in found:
+        if spec.base_algorithm != "SAC":
+            msg = f"a SAC setting (its Q-network's inputs); {spec.base_algorithm} has none"
+        elif value not in Q_ENCODERS:
+            msg = f"must be one of {', '.join(Q_ENCODERS)}"
+        else:
+            continue
+        issues.append(SpecIssue(loc=loc, value=value, msg=msg))
+    return issues
+
+
+def rllib_defaults(base_algorithm: str) -> dict[str, Any]:
+    """RLlib's default config of an algorithm as a dict, with the per-learner batch size
+    (a property its dict leaves out) as its default train_batch_size."""
+    config = default_config(base_algorithm)
+    defaults = config.to_dict()
+    defaults.setdefault("train_batch_size_per_learner", config.train_batch_size)
+    return defaults
+
+
+def unknown_setting(loc: str, value: Any, algorithm: str, known: frozenset[str]) -> SpecIssue:
+    """A key RLlib's algorithm does not know, with the closest one it does."""
+    key = loc.rsplit(".", 1)[-1]
+    msg = f"unknown RLlib {algorithm} setting{did_you_mean(key, known)}"
+    return SpecIssue(loc=loc, value=value, msg=msg)
+
+
+def env_id_issues(env: Any) -> list[SpecIssue]:
+    """`env` where it is a gymnasium id gymnasium does not know, with the closest one it
+    does (`CartPol-v1` -> `CartPole-v1`). A look-up in gymnasium's registry, as gym.make
+    does it (an id without a version is its latest): nothing is built, nothing a spec
+    names is imported. An import path, or an ALE id without ale-py here, is left to the
+    env's build."""
+    if not isinstance(env, str) or not GYM_ID_RE.fullmatch(env):
+        return []
+    import gymnasium as gym
+    from gymnasium.envs.registration import find_highest_version, parse_env_id
+
+    if is_ale_id(env):  # ALE ids exist once ale-py registers them
+        try:
+            import ale_py
+        except ImportError:
+            return []
+        gym.register_envs(ale_py)
+    if env in gym.registry:
+        return []
+    try:
+        namespace, name, version = parse_env_id(env)
+    except gym.error.Error:
+        pass
+    else:
+        if version is None and find_highest_version(namespace, name) is not None:
+            return []
+    hint = did_you_mean(env, gym.registry)
+    return [SpecIssue(loc="env", value=env, msg=f"not a registered gymnasium id{hint}")]
+
+
+def unparsed_spec_issues(data: Any, found: Sequence[SpecIssue]) -> list[SpecIssue]:
+    """For data that is no spec (its schema failed with `found`): the problems that need
+    no valid spec, reported beside the schema's so one pass says them all: the unknown
+    RLlib settings and strings among its number settings under `config` (where
+    `algorithm` is one of ours) and an env id gymnasium does not know (where the schema
+    said nothing about `env`). Only default configs and registries are read: nothing of
+    the spec is built or imported."""
+    issues = config_key_issues(data)
+    if isinstance(data, dict) and not any(i.loc == "env" for i in found):
+        issues += env_id_issues(data.get("env"))
+    return issues
+
+
+def config_key_issues(data: Any) -> list[SpecIssue]:
+    """The unknown RLlib settings under a raw spec's `config`, and the strings among its
+    number settings (for a spec whose schema failed: reported beside the schema's
+    problems); none where its algorithm is not one of ours."""
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        return []
+    algorithm = data.get("algorithm")
+    if not isinstance(algorithm, str) or algorithm not in registry.names():
+        return []
+    base = registry.base_algorithm(algorithm)
+    known = rllib_keys(base)
+    config = {k: v for k, v in data["config"].items() if isinstance(k, str)}
+    return [
+        unknown_setting(f"config.{key}", value, base, known)
+        for key, value in config.items()
+        if key not in known and key not in OWNED_BY_SPEC
+    ] + number_setting_issues(
+        {k: v for k, v in config.items() if k in known and k not in OWNED_BY_SPEC},
+        None,
+        rllib_defaults(base),
+        base,
+    )
+
+
+def normalize_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
+    """`normalize_observations` is the env-to-module connector (RLlib's MeanStdFilter):
+    not beside one of the spec's own, fixed or searched."""
+    if not spec.normalize_observations:
+        return []
+    own = "env_to_module_connector"
+    if own in spec.config or own in space:
+        where = f"config.{own}" if own in spec.config else f"search.space.{own}"
+        return [
+            SpecIssue(
+                loc="normalize_observations",
+                value=True,
+                msg=f"it is an env-to-module connector; {where} sets one too: normalize "
+                "inside your own connector, or leave it out",
+            )
+        ]
+    return []
+
+
+def population_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
+    """What pbt / pb2 cannot perturb in the space: grid keys (pbt), keys without
+    [low, high] bounds (pb2), a space of model.* / env_config.* keys only."""
+    issues: list[SpecIssue] = []
+    for key, dom in space.items():
+        if spec.scheduler.type == "pbt" and dom.kind == "grid":
+            issues.append(
+                SpecIssue(
+                    loc=f"search.space.{key}",
+                    value=str(dom),
+                    msg="pbt mutates from sampled domains; use choice",
+                )
+            )
+        if spec.scheduler.type == "pb2" and "." not in key and dom.kind not in PB2_KINDS:
+            issues.append(
+                SpecIssue(
+                    loc=f"search.space.{key}",
+                    value=str(dom),
+                    msg=f"scheduler pb2 needs [low, high] bounds; {dom.kind} has none: use "
+                    + ", ".join(PB2_KINDS)
+                    + (
+                        f" (search.space is omitted: this is {spec.algorithm}'s default space; "
+                        "give search.space)"
+                        if spec.search.space is None
+                        else ""
+                    ),
+                )
+            )
+    if spec.scheduler.type in POPULATION_SCHEDULERS and not any("." not in k for k in space):
+        issues.append(
+            SpecIssue(
+                loc="search.space",
+                value=sorted(space),
+                msg=f"scheduler {spec.scheduler.type} perturbs RLlib settings of the space, and "
+                "it has none (model.* and env_config.* keys are sampled once per trial)",
+            )
+        )
+    return issues
+
+
+def _spec_code_refs(spec: ExperimentSpec, allowed: list[str]) -> list[SpecIssue]:
+    """The spec's own code fields (callbacks, module) outside the allowed modules."""
+    named = [(f"callbacks.{i}", path) for i, path in enumerate(spec.callbacks)]
+    if spec.custom_algorithm:
+        named.insert(0, ("algorithm", spec.algorithm))
+    if spec.module:
+        named.append(("module", spec.module))
+    return [
+        SpecIssue(
+            loc=loc,
+            value=path,
+            msg=(
+                "this service imports code only from "
+                + ", ".join(allowed)
+                + " (TUNER_ALLOWED_MODULES; `tuner run --allow-module`)"
+                if allowed
+                else _no_user_code(path)
+            ),
+        )
+        for loc, path in named
+        if not module_allowed(path, allowed)
+    ]
+
+
+def _no_user_code(path: str) -> str:
+    """The refusal where no module is allowed, naming the one to allow for `path`."""
+    module = path.partition(":")[0].split(".")[0] or "<module>"
+    return (
+        f"this service imports no user code (set TUNER_ALLOWED_MODULES={module}; "
+        f"`tuner run --allow-module {module}`)"
+    )
