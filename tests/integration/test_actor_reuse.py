@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import TINY_TRIALS
 from tuner.spec import parse_spec
-from tuner.sweep._tuner import build_tuner
+from tuner.sweep import build_tuner
 
 pytestmark = pytest.mark.integration
 
@@ -76,9 +76,9 @@ def test_a_reset_stops_the_old_algorithm_and_its_monitor_thread(ray_local):
 
     from ray.tune.utils.util import UtilMonitor
 
-    from tuner.rllib._config import trainable_for
+    from tuner.rllib import trainable_for
     from tuner.rllib._trainables import optimizer_lrs
-    from tuner.sweep._tuner import trial_params
+    from tuner.sweep import trial_params
 
     spec = parse_spec(
         {

@@ -11,12 +11,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tuner import mlflow_names as names
+from tuner.rllib import evaluate_checkpoint
 from tuner.rllib._envs import ATARI_OBS_SHAPE
-from tuner.rllib._evaluate import MODULE_DIR, evaluate_checkpoint
+from tuner.rllib._evaluate import MODULE_DIR
 from tuner.rllib._settings import ATARI_CONV_FILTERS
 from tuner.spec import parse_spec
 from tuner.sweep import run_sweep
-from tuner.tracking._mlflow_tracker import TrackingConfig
+from tuner.tracking import TrackingConfig
 
 pytestmark = pytest.mark.integration
 

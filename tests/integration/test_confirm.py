@@ -20,7 +20,7 @@ from tests.integration._cli import (
     wait_while_running,
 )
 from tuner import mlflow_names as names
-from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.rllib import evaluate_checkpoint
 from tuner.sweep import run_sweep
 from tuner.tracking import TrackingConfig
 

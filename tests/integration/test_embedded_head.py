@@ -16,8 +16,8 @@ import time
 import httpx
 import pytest
 
-from tuner.launcher import _head
-from tuner.launcher._head import EmbeddedHead, dashboard_up
+from tuner.launcher import EmbeddedHead, _head
+from tuner.launcher._head import dashboard_up
 from tuner.launcher._jobs import auth_headers
 from tuner.settings import Settings
 

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from tuner.rllib._config import trainable_for
+from tuner.rllib import trainable_for
 from tuner.spec import parse_spec
-from tuner.sweep._tuner import trial_params
+from tuner.sweep import trial_params
 
 pytestmark = pytest.mark.integration
 
@@ -165,7 +165,7 @@ def test_a_sweep_says_which_replay_path_ran_in_mlflow(ray_local, tmp_path):
 
     from tests.conftest import tiny_spec
     from tuner.sweep import run_sweep
-    from tuner.tracking._mlflow_tracker import TrackingConfig
+    from tuner.tracking import TrackingConfig
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = tiny_spec(

@@ -61,7 +61,7 @@ def test_four_trials_share_one_gpu(tmp_path):
 
 def test_gpu_fraction_is_checked_against_the_cluster():
     """Runs everywhere: the validator knows the cluster's GPU count."""
-    from tuner.rllib._resources import check_fits
+    from tuner.rllib import check_fits
     from tuner.spec import SpecError, parse_spec
 
     spec = parse_spec(

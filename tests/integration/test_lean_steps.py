@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import TINY_TRIALS
-from tuner.rllib._config import trainable_for
+from tuner.rllib import trainable_for
 from tuner.spec import parse_spec
-from tuner.sweep._tuner import trial_params
+from tuner.sweep import trial_params
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import tiny_spec
-from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.rllib import evaluate_checkpoint
 from tuner.sweep import run_sweep
-from tuner.tracking._mlflow_tracker import TrackingConfig
+from tuner.tracking import TrackingConfig
 
 pytestmark = pytest.mark.integration
 

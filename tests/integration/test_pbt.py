@@ -19,8 +19,7 @@ from tests.conftest import tiny_spec
 from tuner.mlflow_names import HPARAMS_PREFIX
 from tuner.store import Store
 from tuner.sweep import run_sweep
-from tuner.tracking._mlflow_tracker import TrackingConfig
-from tuner.tracking._store_callback import StoreRecorder
+from tuner.tracking import StoreRecorder, TrackingConfig
 
 pytestmark = pytest.mark.integration
 

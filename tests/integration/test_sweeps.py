@@ -8,10 +8,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import TINY_PPO, tiny_spec
-from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.rllib import evaluate_checkpoint
 from tuner.spec import SpecError, resolve_space, scheduler_in_force
 from tuner.sweep import run_sweep
-from tuner.tracking._mlflow_tracker import TrackingConfig
+from tuner.tracking import TrackingConfig
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from tuner.search_spaces import Domain
-from tuner.spec import SpecError
-from tuner.spec._code_refs import (
+from tuner.spec import (
+    SpecError,
     check_code_refs,
     check_space_code_refs,
     module_allowed,
@@ -418,9 +418,8 @@ def test_the_driver_imports_nothing_and_hands_the_trial_the_paths(monkeypatch):
     """build_config (the driver, and the API's validator for the fit check and the plan)
     keeps an import path away from RLlib, which would import it itself while building the
     config (the module "pkg" of "pkg.mod:Name", and keep that module as the type)."""
-    from tuner.rllib._config import build_config
-    from tuner.rllib._trial_config import CODE_KEY
-    from tuner.sweep._tuner import trial_params
+    from tuner.rllib import CODE_KEY, build_config
+    from tuner.sweep import trial_params
 
     probe = "tuner_probe_buffers_never_imported"
     recorder = _Recorder()
@@ -445,7 +444,7 @@ def test_the_trial_gives_rllib_the_class_of_an_allowed_path():
     from tuner.ray_internals import MODEL_CONFIG_KEY
     from tuner.rllib._trainables import TunerDQN, _SweepTrialMixin
     from tuner.rllib._user_code import with_user_code
-    from tuner.sweep._tuner import trial_params
+    from tuner.sweep import trial_params
 
     spec = _dqn_spec(
         model={"fcnet_hiddens": [16], "probe_class": OWN_BUFFER},

@@ -2,10 +2,14 @@
 
 import pytest
 
-from tuner.rllib._config import build_config
-from tuner.rllib._resources import check_fits, trial_resources
-from tuner.rllib._settings import fixed_settings
-from tuner.rllib._trial_config import trial_index, trial_seed
+from tuner.rllib import (
+    build_config,
+    check_fits,
+    fixed_settings,
+    trial_index,
+    trial_resources,
+    trial_seed,
+)
 from tuner.spec import SpecError, parse_spec, resolve_space
 from tuner.sweep._stoppers import SweepStopper
 from tuner.validation import validate_spec

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from tuner import mlflow_names
 from tuner.cli import app
+from tuner.rllib import NoTrackingStore
 from tuner.rllib._evaluate import (
     RLMODULE_CONFIG_DEPRECATION,
-    NoTrackingStore,
     _quiet_rlmodule_config_deprecation,
     resolve_checkpoint,
 )

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuner.api._service import examples
-from tuner.validation import check_source
-from tuner.validation._pipeline import Checks
+from tuner.validation import Checks, check_source
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "experiments"
 CODE = {

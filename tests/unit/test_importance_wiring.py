@@ -91,7 +91,7 @@ def test_the_summary_ranks_the_search_trials_by_score():
 
 
 def test_the_store_recorder_keeps_a_live_importance(tmp_path):
-    from tuner.tracking._store_callback import StoreRecorder
+    from tuner.tracking import StoreRecorder
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     store = Store(url)

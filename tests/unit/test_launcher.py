@@ -126,7 +126,7 @@ def test_jobs_and_nodes_requests_load_the_ca_bundle_once(monkeypatch):
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from tuner.launcher._cluster import ClusterNodes
+    from tuner.launcher import ClusterNodes
     from tuner.launcher._jobs import tls_context
 
     class Dashboard(BaseHTTPRequestHandler):

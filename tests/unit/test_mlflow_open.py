@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-from tuner.tracking._mlflow_writer import RunWriter, open_in_background
+from tuner.tracking import open_in_background
+from tuner.tracking._mlflow_writer import RunWriter
 
 
 @pytest.fixture

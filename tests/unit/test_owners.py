@@ -125,7 +125,7 @@ def test_every_entry_has_a_default_space_and_what_it_supports():
 
 
 def test_every_base_algorithm_has_a_trainable():
-    from tuner.rllib._trainables import TRAINABLES
+    from tuner.rllib import TRAINABLES
 
     assert set(TRAINABLES) == set(registry.base_algorithms())
 

@@ -13,8 +13,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from tuner.launcher import JobsUnavailable, Launcher, RayJobs, _address
-from tuner.launcher._cluster import ClusterNodes
+from tuner.launcher import ClusterNodes, JobsUnavailable, Launcher, RayJobs, _address
 from tuner.settings import Settings
 
 

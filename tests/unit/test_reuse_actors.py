@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.rllib._trainables import TRAINABLES
+from tuner.rllib import TRAINABLES
 from tuner.spec import SpecError, parse_spec
 from tuner.sweep._tuner import reuses_actors
 

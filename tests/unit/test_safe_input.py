@@ -4,15 +4,8 @@ import math
 
 import pytest
 
-from tuner.spec import SpecError
-from tuner.spec._safe_input import (
-    INT64_MAX,
-    INT64_MIN,
-    NestingTooDeep,
-    check_data,
-    load_json_strict,
-    load_yaml_strict,
-)
+from tuner.spec import NestingTooDeep, SpecError, check_data, load_json_strict, load_yaml_strict
+from tuner.spec._safe_input import INT64_MAX, INT64_MIN
 
 
 def refusal(load, text, **kw):

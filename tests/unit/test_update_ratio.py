@@ -11,22 +11,22 @@ from typing import Any
 import pytest
 
 from tuner import algorithms as registry
-from tuner.rllib._config import build_config
-from tuner.rllib._fast_replay import debt_for
-from tuner.rllib._settings import flat_defaults_apply, vector_defaults_apply
-from tuner.rllib._trainables import TRAINABLES
-from tuner.rllib._trial_config import HOLD_RATIO_KEY, apply_values
-from tuner.rllib._update_ratio import (
-    MIN_STEPS_PER_ENV,
+from tuner.rllib import (
+    HOLD_RATIO_KEY,
+    TRAINABLES,
+    apply_values,
     as_trial_runs,
+    build_config,
     derived_settings,
-    hold_update_ratio,
+    flat_defaults_apply,
     holds_update_ratio,
-    num_envs_of,
     update_ratio,
+    vector_defaults_apply,
 )
+from tuner.rllib._fast_replay import debt_for
+from tuner.rllib._update_ratio import MIN_STEPS_PER_ENV, hold_update_ratio, num_envs_of
 from tuner.spec import ALGORITHMS, PRESETS, parse_spec, resolve_space
-from tuner.sweep._tuner import trial_params
+from tuner.sweep import trial_params
 
 # every algorithm and preset whose trials sample in rounds on either replay path (DQN and
 # its presets); SAC samples in rounds on the flat path only (its test below)
@@ -416,7 +416,7 @@ def test_nothing_is_derived_where_the_spec_set_it():
 
 
 def test_a_confirmation_trials_ratio_is_that_of_its_candidates_values():
-    from tuner.rllib._trial_config import CONFIRM_KEY
+    from tuner.rllib import CONFIRM_KEY
 
     spec = spec_of("DQN", resources={"num_envs_per_env_runner": 1})
     candidate = {"train_batch_size_per_learner": 128}
