@@ -59,7 +59,8 @@ def test_a_reused_actor_trains_its_next_trial_as_a_fresh_one(
     assert all(df[STEPS].iloc[0] < 256 for df in frames)
     # the second trial ran its own config and seed
     lrs = [c for c in frames[1].columns if c.startswith("tuner/optimizer_lr/")]
-    assert lrs and all(frames[1][c].iloc[0] == pytest.approx(b["lr"]) for c in lrs)
+    assert lrs
+    assert all(frames[1][c].iloc[0] == pytest.approx(b["lr"]) for c in lrs)
     # the third (reused actor) trained as the first (fresh actor): same returns and losses
     first, again = frames[0], frames[2]
     loss = f"learners/default_policy/{LOSS[algorithm]}"

@@ -49,7 +49,8 @@ def test_four_trials_share_one_gpu(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout)
     trials = summary["trials"]
-    assert len(trials) == 4 and all(t["status"] == "TERMINATED" for t in trials)
+    assert len(trials) == 4
+    assert all(t["status"] == "TERMINATED" for t in trials)
     assert all(t["device"].startswith("cuda") for t in trials), [t["device"] for t in trials]
     spans = []
     for trial_dir in Path(summary["path"]).glob("TunerPPO_*"):

@@ -42,7 +42,8 @@ def test_replay_buffer_type_that_runs_a_process_is_refused():
     assert found[0].value == ATTACK
     msg = found[0].msg
     assert "PrioritizedEpisodeReplayBuffer" in msg
-    assert "TUNER_ALLOWED_MODULES" in msg and "--allow-module" in msg
+    assert "TUNER_ALLOWED_MODULES" in msg
+    assert "--allow-module" in msg
     assert "package.module:Name" in msg
 
 
@@ -120,18 +121,21 @@ def test_environment_variables_for_rllib_processes_are_refused(key):
     """Env vars in a trial's processes run code without naming it (LD_PRELOAD, ...)."""
     env = {"LD_PRELOAD": "/tmp/evil.so"}
     (found,) = issues({key: env}, ["mypkg"])
-    assert found.loc == f"config.{key}" and "environment variables" in found.msg
+    assert found.loc == f"config.{key}"
+    assert "environment variables" in found.msg
     nested = issues({"evaluation_config": {key: env}})
     assert locs(nested) == [f"config.evaluation_config.{key}"]
     assert locs(space_issues({key: {"choice": [{}, env]}})) == [f"search.space.{key}"]
-    assert issues({key: {}}) == [] and issues({key: None}) == []  # RLlib's default sets none
+    assert issues({key: {}}) == []
+    assert issues({key: None}) == []  # RLlib's default sets none
 
 
 def test_an_offline_output_path_is_refused():
     """`output` makes every env runner write its episodes to a path or bucket the spec
     picks (RLlib's offline writer), with credentials from the spec."""
     (found,) = issues({"output": "s3://somebody-elses-bucket/x"}, ["mypkg"])
-    assert found.loc == "config.output" and "write its episodes" in found.msg
+    assert found.loc == "config.output"
+    assert "write its episodes" in found.msg
     assert locs(space_issues({"output": {"choice": [None, "/tmp/x"]}})) == ["search.space.output"]
     assert issues({"output": None}) == []  # RLlib's default: no offline output
 
@@ -248,7 +252,8 @@ def test_very_deep_config_is_an_issue_not_a_recursion_error():
     for _ in range(5000):
         deep = {"a": deep}
     found = issues(deep)
-    assert found and "nested deeper" in found[0].msg
+    assert found
+    assert "nested deeper" in found[0].msg
 
 
 # ---------------------------------------------------------------- search spaces
@@ -468,4 +473,5 @@ def test_the_trial_gives_rllib_the_class_of_an_allowed_path():
         raise AssertionError("RLlib's own builder would fail on a class")
 
     buffer = _SweepTrialMixin.tuner_replay_buffer(trial, rllib, rllibs_own)
-    assert type(buffer) is CountingReplayBuffer and buffer.capacity == 500
+    assert type(buffer) is CountingReplayBuffer
+    assert buffer.capacity == 500

@@ -96,7 +96,8 @@ def test_searcher_trial_ids_without_an_index_still_get_distinct_seeds():
     assert trial_index("a1b2c_00003") == 3
     ids = ["0e69f590", "2a9d0b55", "64708754", "b1e3626d"]  # optuna's trial ids
     seeds = {trial_seed(0, trial_index(i)) for i in ids}
-    assert len(seeds) == len(ids) and all(s >= 1_000_000 for s in seeds)
+    assert len(seeds) == len(ids)
+    assert all(s >= 1_000_000 for s in seeds)
     assert trial_index("64708754") == trial_index("64708754")  # stable
 
 
