@@ -21,13 +21,15 @@ pytestmark = pytest.mark.e2e
 def test_health_and_openapi(server):
     with server.client() as c:
         health = c.get("/healthz").json()
-        assert health["status"] == "ok" and health["ray_address"].startswith("http://127.0.0.1")
+        assert health["status"] == "ok"
+        assert health["ray_address"].startswith("http://127.0.0.1")
         schema = c.get(f"{server.url}/openapi.json").json()
         assert "ExperimentSpec" in schema["components"]["schemas"]
         assert "/api/v1/experiments/{experiment_id}/trials" in schema["paths"]
         algos = {a["name"]: a for a in c.get("/algorithms").json()}
         assert algos["Rainbow_DQN"]["base_algorithm"] == "DQN"
-        assert algos["Noisy_DQN"]["warnings"] and "lr" in algos["PPO"]["default_space"]
+        assert algos["Noisy_DQN"]["warnings"]
+        assert "lr" in algos["PPO"]["default_space"]
 
 
 def test_cluster_view_lists_the_embedded_head(server):
@@ -35,9 +37,12 @@ def test_cluster_view_lists_the_embedded_head(server):
     with server.client() as c:
         while not (view := c.get("/cluster").json())["nodes"] and time.time() < deadline:
             time.sleep(0.5)
-    assert view["reachable"] and view["ray_address"].startswith("http://127.0.0.1:")
+    assert view["reachable"]
+    assert view["ray_address"].startswith("http://127.0.0.1:")
     (node,) = view["nodes"]
-    assert node["is_head"] and node["node_id"] and node["node_ip"]
+    assert node["is_head"]
+    assert node["node_id"]
+    assert node["node_ip"]
     assert node["cpus"] == view["cpus"] == 2  # TUNER_EMBEDDED_NUM_CPUS
     assert node["gpus"] == view["gpus"] == node["resources"].get("GPU", 0)
     assert not any(k.startswith("node:") for k in node["resources"])
@@ -69,9 +74,12 @@ def test_sweep_end_to_end(server):
             assert t["node_id"] in {n["node_id"] for n in nodes}  # ran on a node listed there
             # 2 batches of 128 on 4 vectorised envs: a sub-env that resets in a vector step
             # samples nothing, so a round may take up to 3 steps more
-            assert t["iterations"] == 2 and 256 <= t["env_steps"] <= 256 + 2 * 3
+            assert t["iterations"] == 2
+            assert 256 <= t["env_steps"] <= 256 + 2 * 3
             assert t["mlflow_run_id"]
-            assert t["node_ip"] and t["device"] == "cpu" and t["seed"] in (0, 1)
+            assert t["node_ip"]
+            assert t["device"] == "cpu"
+            assert t["seed"] in (0, 1)
             points = c.get(f"/experiments/{exp_id}/trials/{t['trial_id']}/metrics").json()
             assert [p["iteration"] for p in points["points"]] == [1, 2]
             assert f"/runs/{t['mlflow_run_id']}?workflowType=" in t["mlflow_url"]
@@ -79,7 +87,8 @@ def test_sweep_end_to_end(server):
         best = max(trials, key=lambda t: t["score"])  # ranked under the spec's scope
         assert view["best"]["trial_id"] == best["trial_id"]
         assert view["best"]["config"] == best["config"]
-        assert view["best"]["checkpoint"] and view["best"]["metric_value"] == best["score"]
+        assert view["best"]["checkpoint"]
+        assert view["best"]["metric_value"] == best["score"]
         series = c.get(f"/experiments/{exp_id}/metrics").json()["series"]
         assert {k: len(v) for k, v in series.items()} == {t["trial_id"]: 2 for t in every}
         mlflow = MlflowClient(tracking_uri=f"sqlite:///{server.data_dir / 'mlflow.db'}")
@@ -91,7 +100,8 @@ def test_sweep_end_to_end(server):
         )
         assert {r.info.run_id for r in children} == {t["mlflow_run_id"] for t in every}
         listed = c.get("/experiments", params={"status": "SUCCEEDED"}).json()
-        assert exp_id in [e["id"] for e in listed["items"]] and listed["total"] >= 1
+        assert exp_id in [e["id"] for e in listed["items"]]
+        assert listed["total"] >= 1
         assert c.delete(f"/experiments/{exp_id}").status_code == 204
         assert c.get(f"/experiments/{exp_id}").status_code == 404
         # without ?purge the sweep's files and MLflow runs stay
@@ -121,7 +131,8 @@ def test_delete_with_purge_removes_tune_files_and_mlflow_runs(server):
         out = subprocess.run(
             [*cli, "delete", exp_id, "--purge", "--url", server.url], capture_output=True, text=True
         )
-        assert out.returncode == 0 and "purged" in out.stdout, out.stderr
+        assert out.returncode == 0, out.stderr
+        assert "purged" in out.stdout, out.stderr
         assert c.get(f"/experiments/{exp_id}").status_code == 404
         again = subprocess.run([*cli, "delete", exp_id, "--url", server.url], capture_output=True)
         assert again.returncode == 2  # 404, reported, not a traceback
@@ -154,12 +165,14 @@ def test_stop_then_resume_into_the_same_mlflow_run(server):
 
         wait_for(c, exp_id, progressed)
         stopped = c.post(f"/experiments/{exp_id}/stop")
-        assert stopped.status_code == 202 and stopped.json()["status"] == "STOPPING"
+        assert stopped.status_code == 202
+        assert stopped.json()["status"] == "STOPPING"
         assert c.delete(f"/experiments/{exp_id}").status_code == 409
         view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL, timeout=120)
         assert view["status"] == "STOPPED"
         trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
-        assert len(trials) == 2 and all(2 <= t["iterations"] < 8 for t in trials), trials
+        assert len(trials) == 2, trials
+        assert all(2 <= t["iterations"] < 8 for t in trials), trials
         assert all(t["status"] == "PAUSED" for t in trials), trials
         at_stop = {t["trial_id"]: t["iterations"] for t in trials}
         parent = view["mlflow"]["parent_run_id"]
@@ -169,7 +182,8 @@ def test_stop_then_resume_into_the_same_mlflow_run(server):
         assert view["status"] == "SUCCEEDED", view["error"]
         assert view["mlflow"]["parent_run_id"] == parent
         trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
-        assert len(trials) == 2 and all(t["iterations"] == 8 for t in trials)
+        assert len(trials) == 2
+        assert all(t["iterations"] == 8 for t in trials)
     # Tune's own record: after the resume each trial trained only the iterations it had
     # left (restored from the stop's checkpoint, not from iteration 0)
     results = list((server.data_dir / "ray_results" / exp_id).glob("*/result.json"))
@@ -212,7 +226,8 @@ def test_stop_and_resume_during_the_confirmation_rerun_no_search_trial(server):
         view = wait_for(c, exp_id, lambda v: v["status"] in TERMINAL, timeout=120)
         assert view["status"] == "STOPPED", view["error"]
         search = searched()
-        assert len(search) == 2 and all(t["iterations"] == 2 for t in search.values())
+        assert len(search) == 2
+        assert all(t["iterations"] == 2 for t in search.values())
         cut = [t for t in trials() if t["stage"] == "confirm"]  # the stop cut it short
         assert any(t["status"] != "TERMINATED" for t in cut) or len(cut) < 2, cut
         histories = {p: p.read_text() for p in (runs / exp_id).glob("*/result.json")}
@@ -228,9 +243,11 @@ def test_stop_and_resume_during_the_confirmation_rerun_no_search_trial(server):
     confirming = [t for t in every if t["stage"] == "confirm"]
     assert all(t["status"] == "TERMINATED" and t["iterations"] == 2 for t in confirming)
     (confirmed,) = view["confirmation"]
-    assert confirmed["trial_id"] in search and len(confirmed["seeds"]) == 2
+    assert confirmed["trial_id"] in search
+    assert len(confirmed["seeds"]) == 2
     assert sorted(t["seed"] for t in confirming) == confirmed["seeds"]
-    assert None not in confirmed["scores"] and confirmed["mean"] is not None
+    assert None not in confirmed["scores"]
+    assert confirmed["mean"] is not None
     assert view["best"]["confirmed"] == confirmed
     # the confirmation's Tune run finished both seeds, each from one trial directory
     assert len(list((runs / f"{exp_id}-confirm").glob("*/result.json"))) == 2
@@ -272,7 +289,8 @@ def test_malformed_and_oversized_bodies(server):
         r = c.post(
             "/experiments", content=b"{not json", headers={"content-type": "application/json"}
         )
-        assert r.status_code == 422 and "JSON" in r.json()["detail"][0]["msg"]
+        assert r.status_code == 422
+        assert "JSON" in r.json()["detail"][0]["msg"]
         r = c.post(
             "/experiments", content=b"name: [x", headers={"content-type": "application/yaml"}
         )
@@ -284,14 +302,17 @@ def test_malformed_and_oversized_bodies(server):
         bomb = b"a: &a [x, x]\nb: &b [*a, *a]\nname: n\n"
         r = c.post("/experiments", content=bomb, headers={"content-type": "application/yaml"})
         msg = r.json()["detail"][0]["msg"]
-        assert r.status_code == 422 and ("alias" in msg or "anchor" in msg), msg
+        assert r.status_code == 422, msg
+        assert "alias" in msg or "anchor" in msg, msg
         r = c.post("/experiments", content=b"[" * 200_000)
-        assert r.status_code == 413 and "nested deeper" in r.json()["detail"][0]["msg"]
+        assert r.status_code == 413
+        assert "nested deeper" in r.json()["detail"][0]["msg"]
         huge = {**tiny("huge"), "search": {"space": {"n": {"randint": [0, 10**400]}}}}
         r = c.post(
             "/experiments", content=json.dumps(huge), headers={"content-type": "application/json"}
         )
-        assert r.status_code == 422 and r.json()["detail"][0]["loc"].startswith("search")
+        assert r.status_code == 422
+        assert r.json()["detail"][0]["loc"].startswith("search")
         r = c.post("/experiments", json={**tiny("nan"), "stop": {"episode_return_mean": "NaN"}})
         assert r.status_code == 422
         r = c.post("/experiments", json={**tiny("importpath"), "env": "mlflow.utils.process:x"})
@@ -313,7 +334,8 @@ def test_trial_bigger_than_the_cluster_is_422_at_submit(server):
         assert r.status_code == 422, r.text
         issue = r.json()["detail"][0]
         assert issue["loc"] == "resources.num_env_runners"
-        assert "CPU: 7" in issue["msg"] and "cluster has {CPU: 2}" in issue["msg"], issue
+        assert "CPU: 7" in issue["msg"], issue
+        assert "cluster has {CPU: 2}" in issue["msg"], issue
         assert issue["value"]["num_env_runners"] == 3
         assert c.get("/experiments").json()["total"] == before
 
@@ -332,14 +354,17 @@ def test_a_dry_run_plans_and_stores_and_launches_nothing(server):
         assert r.status_code == 200, r.text
         plan = r.json()
         assert (plan["trials"], plan["confirm_trials"], plan["fits"]) == (4, 3, True)
-        assert plan["per_trial"]["CPU"] == 1 and plan["concurrent"] == 2
+        assert plan["per_trial"]["CPU"] == 1
+        assert plan["concurrent"] == 2
         assert plan["limited_by"] in {"CPU", "max_concurrent_trials"}
         big = {**spec, "resources": {"num_env_runners": 8}}
         r = c.post("/experiments", params={"dry_run": "true"}, json=big)
-        assert r.status_code == 200 and r.json()["fits"] is False
+        assert r.status_code == 200
+        assert r.json()["fits"] is False
         assert r.json()["problems"][0]["loc"] == "resources.num_env_runners"
         r = c.post("/experiments", params={"dry_run": "true"}, json={**spec, "name": "a b"})
-        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == "name"
+        assert r.status_code == 422
+        assert r.json()["detail"][0]["loc"] == "name"
         assert c.get("/experiments").json()["total"] == before  # nothing stored
     time.sleep(2)  # a launch would have happened by now (the supervisor polls every 0.5 s)
     assert len(RayJobs(ray, 30).list()) == jobs_before  # nothing launched
@@ -374,7 +399,8 @@ def test_a_warm_start_over_rest_reuses_the_earlier_best_and_compares_with_it(ser
                 "search": {**warm_spec["search"], "warm_start": {"from": "nowhere"}},
             },
         )
-        assert missing.status_code == 422 and "search.warm_start.from" in missing.text
+        assert missing.status_code == 422
+        assert "search.warm_start.from" in missing.text
         warm_id = c.post("/experiments", json=warm_spec).json()["id"]
         warm = wait_for(c, warm_id, lambda v: v["status"] in {"SUCCEEDED", "FAILED"}, timeout=180)
         assert warm["status"] == "SUCCEEDED", warm

@@ -141,7 +141,8 @@ def test_page_with_200_trials(server, browser):
     page.wait_for_selector("#confirm-panel:not([hidden]) #confirm-table tbody tr")
     rows = page.locator("#confirm-table tbody tr")
     assert rows.count() == 2
-    assert "wide_00199" in rows.nth(0).inner_text() and "[190, 210]" in rows.nth(0).inner_text()
+    assert "wide_00199" in rows.nth(0).inner_text()
+    assert "[190, 210]" in rows.nth(0).inner_text()
     page.wait_for_selector("#confirm-chart .plot-container", timeout=30_000)
     assert page.locator("#confirm-chart .errorbar").count() == 2
     page.wait_for_function(
@@ -219,7 +220,8 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         page.wait_for_selector("#plan-box:not([hidden])", timeout=120_000)
         assert page.locator("#plan-fits").inner_text() == "no"
         problems = page.locator("#spec-problems").inner_text()
-        assert "resources.num_env_runners" in problems and "65 CPUs" in problems, problems
+        assert "resources.num_env_runners" in problems, problems
+        assert "65 CPUs" in problems, problems
         assert page.locator("#new-status").inner_text() == "It does not fit the cluster."
         assert page.is_disabled("#submit-button")
 
@@ -281,7 +283,8 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         assert not errors, errors
         with server.client(headers={"Authorization": f"Bearer {token}"}) as c:
             (sweep,) = c.get("/experiments").json()["items"]
-            assert sweep["name"] == "from-the-form" and sweep["spec"]["search"]["num_samples"] == 2
+            assert sweep["name"] == "from-the-form"
+            assert sweep["spec"]["search"]["num_samples"] == 2
             wait_for(c, sweep["id"], lambda v: v["status"] in {"SUCCEEDED", "FAILED"})
     finally:
         server.stop()
@@ -320,7 +323,8 @@ def test_compare_page_ticks_two_sweeps_and_shows_them_side_by_side(server, brows
     heads = page.locator("#compare-table thead th").all_inner_texts()
     assert heads[1:] == ["cmp-a", "cmp-b"]
     lr_row = page.locator("#compare-table tbody tr.differs").all_inner_texts()
-    assert len(lr_row) == 1 and lr_row[0].startswith("lr")
+    assert len(lr_row) == 1
+    assert lr_row[0].startswith("lr")
     gamma = page.locator("#compare-table tbody tr:not(.differs)", has_text="gamma")
     assert gamma.count() == 1
     assert "19 [18, 20]" in page.locator("#compare-table tbody").inner_text()
@@ -358,8 +362,10 @@ def test_a_sweep_of_two_objectives_shows_its_pareto_front(server, browser):
         trials = c.get(f"/experiments/{exp_id}/trials").json()["items"]
         both = c.post("/experiments", json={**spec, "name": "both", "metric": "time_total_s"})
         assert both.status_code == 422, both.text  # metric/mode or objectives, not both
-        assert "metric" in both.text and "time_total_s" in both.text
-    assert front and len(trials) == 3
+        assert "metric" in both.text
+        assert "time_total_s" in both.text
+    assert front
+    assert len(trials) == 3
     assert all(set(t["values"]) == {o["metric"] for o in objectives} for t in trials)
     values = {t["trial_id"]: t["values"] for t in trials}
     for member in front:  # the stored front carries the trials' own values
@@ -571,7 +577,8 @@ def test_the_pages_charts_say_what_they_show(server, browser):
     title = page.locator("#confirm-chart .g-ytitle text").bounding_box()
     chart = page.locator("#confirm-chart .main-svg").first.bounding_box()
     ticks = page.locator("#confirm-chart .ytick text").first.bounding_box()
-    assert title["x"] >= chart["x"] and title["y"] >= chart["y"] - 1
+    assert title["x"] >= chart["x"]
+    assert title["y"] >= chart["y"] - 1
     assert title["y"] + title["height"] <= chart["y"] + chart["height"] + 1
     assert title["x"] + title["width"] <= ticks["x"]  # beside its tick labels, not over
     ARTIFACTS.mkdir(exist_ok=True)
@@ -648,7 +655,8 @@ def test_the_page_shows_errors_as_what_they_are(server, browser):
     box = page.locator("#experiment-error")
     assert box.get_attribute("class") == "box error"
     lines = box.inner_text().split("\n")
-    assert lines[0].startswith("[shortened:") and lines[1] in traceback.split("\n")
+    assert lines[0].startswith("[shortened:")
+    assert lines[1] in traceback.split("\n")
     assert lines[-1] == "RuntimeError: out of memory under resource contention"
     # the trial it left pending says it did not finish, instead of looking queued
     page.wait_for_selector("#trials-table tbody tr[data-trial-id]")
@@ -672,9 +680,8 @@ def test_the_examples_say_what_they_need(server, browser):
     assert "needs an earlier sweep named cartpole-ppo-default-space" in warm
     page.select_option("#example-select", "reinforce-cartpole")
     needs = page.locator("#example-needs")
-    assert (
-        needs.is_visible() and "TUNER_ALLOWED_MODULES=tuner_examples make run" in needs.inner_text()
-    )
+    assert needs.is_visible()
+    assert "TUNER_ALLOWED_MODULES=tuner_examples make run" in needs.inner_text()
     page.select_option("#example-select", "cartpole-ppo")
     assert (
         page.locator("#example-select option[value='cartpole-ppo']").inner_text() == "cartpole-ppo"

@@ -125,7 +125,8 @@ def test_sweep_spreads_over_both_nodes_as_a_ray_job_and_survives_api_restart(clu
             assert c.get("/healthz").json()["ray_address"] == cluster["address"]
             listed = c.get("/cluster").json()
             assert {n["node_id"] for n in listed["nodes"]} == set(cluster["nodes"])
-            assert listed["cpus"] == 2 and [n["is_head"] for n in listed["nodes"]] == [True, False]
+            assert listed["cpus"] == 2
+            assert [n["is_head"] for n in listed["nodes"]] == [True, False]
             assert "head_node" in listed["nodes"][0]["resources"]
             assert "worker_node" in listed["nodes"][1]["resources"]
             # the API knows the cluster's nodes: two 1-CPU nodes hold a 2-bundle trial
@@ -165,7 +166,8 @@ def test_sweep_spreads_over_both_nodes_as_a_ray_job_and_survives_api_restart(clu
     while jobs.get_job_status(view["job_id"]).value == "RUNNING" and time.time() < deadline:
         time.sleep(0.5)
     assert jobs.get_job_status(view["job_id"]).value == "SUCCEEDED"
-    assert len(trials) == 2 and all(t["iterations"] == 4 for t in trials)
+    assert len(trials) == 2
+    assert all(t["iterations"] == 4 for t in trials)
     used = {t["node_id"] for t in trials}
     # one trial on each node (a trial retried after a failure says so: its error)
     tried = [(t["trial_id"], t["node_id"], t["retries"], t["error"]) for t in trials]

@@ -33,7 +33,8 @@ def running_with_progress(client, exp_id):
 
 
 def assert_each_trial_once(server, view, trials, iterations):
-    assert len(trials) == 2 and len({t["trial_id"] for t in trials}) == 2
+    assert len(trials) == 2
+    assert len({t["trial_id"] for t in trials}) == 2
     assert all(t["status"] == "TERMINATED" and t["iterations"] == iterations for t in trials)
     mlflow = MlflowClient(tracking_uri=f"sqlite:///{server.data_dir / 'mlflow.db'}")
     runs = mlflow.search_runs([view["mlflow"]["experiment_id"]])

@@ -118,7 +118,8 @@ def open_link(chromium, url: str, shows: str, shot: str):
     nav = " | ".join(page.locator("nav").all_inner_texts()).replace("\n", " | ")
     if "Model registry" not in nav:
         page.screenshot(path=str(ARTIFACTS / shot))
-    assert "Model registry" in nav and "Runs" in nav, f"not model training: {nav}"
+    assert "Model registry" in nav, f"not model training: {nav}"
+    assert "Runs" in nav, f"not model training: {nav}"
     page.get_by_text(shows, exact=True).first.wait_for(timeout=90_000)
     page.screenshot(path=str(ARTIFACTS / shot))
     body = page.inner_text("body")
@@ -137,7 +138,8 @@ def test_the_experiment_link_opens_the_runs_table_in_the_model_training_view(
         browser, experiment_url(mlflow_ui, exp), "ui-sweep-parent", "mlflow-experiment.png"
     )
     assert "/runs" in page.url.partition("#")[2]  # the runs table, not the overview
-    assert "Run Name" in body and "2 matching runs" in body  # the table, parent + child
+    assert "Run Name" in body
+    assert "2 matching runs" in body  # the table, parent + child
     page.context.close()
 
 
@@ -154,6 +156,8 @@ def test_a_run_link_opens_the_run_page_in_the_model_training_view(
         browser, run_url(mlflow_ui, exp, run), f"ui-sweep-{which}", f"mlflow-{which}-run.png"
     )
     assert page.get_by_role("heading", name=f"ui-sweep-{which}").is_visible()
-    assert "Parameters (1)" in body and "lr" in body and run in body
+    assert "Parameters (1)" in body
+    assert "lr" in body
+    assert run in body
     assert ("Child runs" if which == "parent" else "Parent run") in body
     page.context.close()

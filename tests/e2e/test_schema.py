@@ -174,7 +174,8 @@ def test_the_stateful_phase_reaches_the_sweep_operations(api):
     )
     created = [c for c in calls if c[:2] == ("POST", "/api/v1/experiments") and c[2] == 201]
     per_sweep = [c for c in calls if c[1].startswith("/api/v1/experiments/{") and 200 <= c[2] < 300]
-    assert created and per_sweep, sorted(Counter(calls).items())
+    assert created, sorted(Counter(calls).items())
+    assert per_sweep, sorted(Counter(calls).items())
 
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
@@ -238,8 +239,10 @@ def test_schemathesis_run_finds_nothing_and_reaches_every_operation(api, tmp_pat
     )
     summary = json.loads(next(reports.glob("json-*.json")).read_text())
     said = run.stdout[-8000:] + run.stderr[-2000:]
-    assert run.returncode == 0 and summary["complete"], said
-    assert summary["failures"] == [] and summary["errors"] == [], said
+    assert run.returncode == 0, said
+    assert summary["complete"], said
+    assert summary["failures"] == [], said
+    assert summary["errors"] == [], said
     operations = {
         f"{method.upper()} {path}"
         for path, ops in load(api).raw_schema["paths"].items()

@@ -58,6 +58,7 @@ def test_secrets_stay_out_of_jobs_mlflow_and_responses(tmp_path):
         server.stop()
         server.stop_head()
     text = "\n".join(seen)
-    assert len(seen) > 10 and exp_id in text
+    assert len(seen) > 10
+    assert exp_id in text
     for secret in (TOKEN, "private-store-s3cr3t", db_url):
         assert secret not in text, secret

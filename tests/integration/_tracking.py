@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from tuner.tracking._mlflow_tracker import TrackingConfig
+from tuner.tracking import TrackingConfig
 
 
 def sqlite_tracking(tmp_path: Path) -> TrackingConfig:

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import TINY_TRIALS
 from tuner.spec import parse_spec
-from tuner.sweep._tuner import build_tuner
+from tuner.sweep import build_tuner
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +59,8 @@ def test_a_reused_actor_trains_its_next_trial_as_a_fresh_one(
     assert all(df[STEPS].iloc[0] < 256 for df in frames)
     # the second trial ran its own config and seed
     lrs = [c for c in frames[1].columns if c.startswith("tuner/optimizer_lr/")]
-    assert lrs and all(frames[1][c].iloc[0] == pytest.approx(b["lr"]) for c in lrs)
+    assert lrs
+    assert all(frames[1][c].iloc[0] == pytest.approx(b["lr"]) for c in lrs)
     # the third (reused actor) trained as the first (fresh actor): same returns and losses
     first, again = frames[0], frames[2]
     loss = f"learners/default_policy/{LOSS[algorithm]}"
@@ -76,9 +77,9 @@ def test_a_reset_stops_the_old_algorithm_and_its_monitor_thread(ray_local):
 
     from ray.tune.utils.util import UtilMonitor
 
-    from tuner.rllib._config import trainable_for
+    from tuner.rllib import trainable_for
     from tuner.rllib._trainables import optimizer_lrs
-    from tuner.sweep._tuner import trial_params
+    from tuner.sweep import trial_params
 
     spec = parse_spec(
         {

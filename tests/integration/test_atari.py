@@ -11,12 +11,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tuner import mlflow_names as names
+from tuner.rllib import evaluate_checkpoint
 from tuner.rllib._envs import ATARI_OBS_SHAPE
-from tuner.rllib._evaluate import MODULE_DIR, evaluate_checkpoint
+from tuner.rllib._evaluate import MODULE_DIR
 from tuner.rllib._settings import ATARI_CONV_FILTERS
 from tuner.spec import parse_spec
 from tuner.sweep import run_sweep
-from tuner.tracking._mlflow_tracker import TrackingConfig
+from tuner.tracking import TrackingConfig
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +68,8 @@ def test_breakout_trains_one_iteration_on_84x84x4_frames(
     )
     (trial,) = summary.trials
     assert trial.status == "TERMINATED", trial.error
-    assert trial.iterations == 1 and trial.env_steps > 0
+    assert trial.iterations == 1
+    assert trial.env_steps > 0
 
     # a finite loss from the learner
     (result_file,) = Path(summary.path).glob("*/result.json")
@@ -92,7 +94,8 @@ def test_breakout_trains_one_iteration_on_84x84x4_frames(
     # MLflow shows the wrappers and the CNN the trial got
     client = MlflowClient(tracking_uri=uri)
     params = client.get_run(trial.mlflow_run_id).data.params
-    assert params["wrappers"] == "atari" and params["env"] == "ALE/Breakout-v5"
+    assert params["wrappers"] == "atari"
+    assert params["env"] == "ALE/Breakout-v5"
     assert json.loads(params["fixed.model_config/conv_filters"]) == ATARI_CONV_FILTERS
     local = client.download_artifacts(
         trial.mlflow_run_id, names.RLLIB_CONFIG_ARTIFACT, str(tmp_path)
@@ -104,4 +107,5 @@ def test_breakout_trains_one_iteration_on_84x84x4_frames(
     # and `tuner evaluate` rebuilds the wrapped env from the checkpoint alone
     evaluation = evaluate_checkpoint(trial.checkpoint, episodes=1, max_steps=30)
     assert evaluation.env == "ALE/Breakout-v5"
-    assert evaluation.episodes == 1 and 1 <= evaluation.lengths[0] <= 30
+    assert evaluation.episodes == 1
+    assert 1 <= evaluation.lengths[0] <= 30

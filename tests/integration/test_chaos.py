@@ -104,7 +104,8 @@ def test_a_trial_whose_worker_is_killed_is_retried_from_its_checkpoint(ray_local
     summary = run(killer)
     assert len(killer.killed) == 1
     # the retry restored a checkpoint: it went on from iteration 2 or 3, not from 1
-    assert killer.first_after and killer.first_after[0] >= KILL_AT
+    assert killer.first_after
+    assert killer.first_after[0] >= KILL_AT
     assert summary.status == "SUCCEEDED", summary
     trials = {t.trial_id: t for t in summary.trials}
     killed = next(t for t in trials if t.endswith("_00000"))
@@ -115,7 +116,8 @@ def test_a_trial_whose_worker_is_killed_is_retried_from_its_checkpoint(ray_local
     history = store.metric_history(exp_id, killed)
     assert [p.iteration for p in history] == list(range(1, ITERATIONS + 1))
     stored = {t.trial_id: t for t in store.list_trials(exp_id)}
-    assert stored[killed].retries == 1 and stored[killed].status == "TERMINATED"
+    assert stored[killed].retries == 1
+    assert stored[killed].status == "TERMINATED"
     runs = assert_nothing_twice(store, exp_id, summary, tracking)
     assert runs[killed].data.tags[TAG_RETRIES] == "1"
     assert runs[killed].info.status == "FINISHED"
@@ -129,7 +131,8 @@ def test_a_trial_that_keeps_dying_ends_partial_and_a_resume_retries_it(ray_local
     assert summary.status == "PARTIAL"
     trials = {t.trial_id: t for t in summary.trials}
     failed = next(t for t in trials if t.endswith("_00000"))
-    assert trials[failed].status == "ERROR" and trials[failed].retries == 1
+    assert trials[failed].status == "ERROR"
+    assert trials[failed].retries == 1
     assert trials[failed].error
     assert summary.best.trial_id != failed
     assert any(failed in w and "failed for good" in w for w in summary.warnings)
@@ -145,6 +148,7 @@ def test_a_trial_that_keeps_dying_ends_partial_and_a_resume_retries_it(ray_local
     resumed = run(resume=True)
     assert resumed.status == "SUCCEEDED", resumed
     again = {t.trial_id: t for t in resumed.trials}
-    assert again[failed].status == "TERMINATED" and again[failed].retries == 2
+    assert again[failed].status == "TERMINATED"
+    assert again[failed].retries == 2
     assert again[failed].iterations == ITERATIONS
     assert_nothing_twice(store, exp_id, resumed, tracking)

@@ -63,7 +63,8 @@ def test_a_spec_refused_before_the_ray_start_exits_2_and_starts_no_ray(tmp_path)
         assert out.returncode == 2, out.stderr[-2000:]
         said = " ".join((out.stdout + out.stderr).split())
         # both problems in one answer: RLlib's key check and the fit on this machine
-        assert "config.no_such" in said and "resources.num_env_runners" in said
+        assert "config.no_such" in said
+        assert "resources.num_env_runners" in said
         assert "Traceback" not in out.stderr
         assert not list(Path(ray_tmp).glob("ray/session_*")), "a Ray was started"
     finally:

@@ -20,7 +20,7 @@ from tests.integration._cli import (
     wait_while_running,
 )
 from tuner import mlflow_names as names
-from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.rllib import evaluate_checkpoint
 from tuner.sweep import run_sweep
 from tuner.tracking import TrackingConfig
 
@@ -62,8 +62,10 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
             os.killpg(run_.pid, signal.SIGKILL)
             run_.wait()
     stopped = json.loads(out)
-    assert run_.returncode != 0 and stopped["status"] == "STOPPED"
-    assert len(search_iters) == 2 and set(search_iters.values()) == {3}
+    assert run_.returncode != 0
+    assert stopped["status"] == "STOPPED"
+    assert len(search_iters) == 2
+    assert set(search_iters.values()) == {3}
 
     again = tuner_run(spec_path, data, "--resume")
     out, _ = again.communicate(timeout=600)
@@ -75,7 +77,8 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
 
     search = [t for t in summary["trials"] if t["stage"] == "search"]
     confirm = [t for t in summary["trials"] if t["stage"] == "confirm"]
-    assert len(search) == 2 and len(confirm) == 4
+    assert len(search) == 2
+    assert len(confirm) == 4
     assert all(t["status"] == "TERMINATED" and t["iterations"] == 3 for t in confirm)
     search_seeds = {t["seed"] for t in search}
     confirmation = summary["confirmation"]
@@ -84,13 +87,15 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
     assert means == sorted(means, reverse=True)  # mode max: best mean first
     by_id = {t["trial_id"]: t for t in summary["trials"]}
     for c in confirmation:
-        assert set(c["seeds"]).isdisjoint(search_seeds) and len(c["seeds"]) == 2
+        assert set(c["seeds"]).isdisjoint(search_seeds)
+        assert len(c["seeds"]) == 2
         assert c["trial_id"] in {t["trial_id"] for t in search}
         runs = [by_id[t] for t in c["trials"]]
         assert [r["seed"] for r in runs] == c["seeds"]
         assert all(r["config"] == c["config"] for r in runs)
         assert c["scores"] == [r["score"] for r in runs]  # no evaluation: the scope value
-        assert c["ci95"][0] <= c["mean"] <= c["ci95"][1] and c["std"] >= 0
+        assert c["ci95"][0] <= c["mean"] <= c["ci95"][1]
+        assert c["std"] >= 0
         assert min(c["scores"]) <= c["iqm"] <= max(c["scores"])
     # one answer: the confirmed winner is `best`, its model the median seed's checkpoint
     best = summary["best"]
@@ -171,7 +176,8 @@ def test_with_evaluation_a_seeds_score_is_its_final_deterministic_evaluation(ray
     (searched,) = found
     assert started == []
     final = next(t for t in summary.trials if t.trial_id == searched.trial_id)
-    assert searched.stage == "search" and searched.score is not None
+    assert searched.stage == "search"
+    assert searched.score is not None
     assert searched.mlflow_run_id is not None
     assert (searched.score, searched.mlflow_run_id, searched.checkpoint) == (
         final.score,

@@ -16,8 +16,8 @@ import time
 import httpx
 import pytest
 
-from tuner.launcher import _head
-from tuner.launcher._head import EmbeddedHead, dashboard_up
+from tuner.launcher import EmbeddedHead, _head
+from tuner.launcher._head import dashboard_up
 from tuner.launcher._jobs import auth_headers
 from tuner.settings import Settings
 
@@ -41,7 +41,8 @@ def test_a_taken_dashboard_port_is_retried_on_fresh_ports(tmp_path, monkeypatch,
             url = head.start(num_cpus=1, deadline=time.monotonic() + 120)
         assert not url.endswith(f":{taken_port}")
         assert dashboard_up(url)
-        assert "exited with code" in caplog.text and "attempt 1 of 3" in caplog.text
+        assert "exited with code" in caplog.text
+        assert "attempt 1 of 3" in caplog.text
         assert "already occupied" in caplog.text  # Ray's own words, from its log
     finally:
         head.stop()
@@ -89,7 +90,8 @@ def test_a_head_that_keeps_exiting_is_an_error_with_its_log(tmp_path, monkeypatc
         with pytest.raises(RuntimeError, match=r"exited with code \d+ \(2 attempts\)") as err:
             head.start(num_cpus=1, deadline=time.monotonic() + 120, attempts=2)
         assert "ray-head.log" in str(err.value)
-        assert not head.started and not head.head_file.exists()
+        assert not head.started
+        assert not head.head_file.exists()
     finally:
         head.stop()
         taken.close()

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from tuner.rllib._config import trainable_for
+from tuner.rllib import trainable_for
 from tuner.spec import parse_spec
-from tuner.sweep._tuner import trial_params
+from tuner.sweep import trial_params
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,8 @@ def test_rllibs_buffers_train_on_the_flat_path_at_rllibs_update_ratio(
         replay = result["tuner"]["replay"]
         assert replay == "flat" if switch == "1" else replay.startswith("rllib (")
         losses = {k: v for k, v in result["learners"]["default_policy"].items() if "loss" in k}
-        assert losses and all(math.isfinite(v) for v in losses.values()), losses
+        assert losses, losses
+        assert all(math.isfinite(v) for v in losses.values()), losses
         sampled = result["num_env_steps_sampled_lifetime"]
         trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
         ratios[switch] = (sampled, trained)
@@ -165,7 +166,7 @@ def test_a_sweep_says_which_replay_path_ran_in_mlflow(ray_local, tmp_path):
 
     from tests.conftest import tiny_spec
     from tuner.sweep import run_sweep
-    from tuner.tracking._mlflow_tracker import TrackingConfig
+    from tuner.tracking import TrackingConfig
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = tiny_spec(
@@ -234,7 +235,8 @@ def test_sac_with_sb3_shaped_q_networks_trains_on_the_flat_path(ray_local):
         algo.stop()
     assert result["tuner"]["replay"] == "flat"
     losses = {k: v for k, v in result["learners"]["default_policy"].items() if "loss" in k}
-    assert losses and all(math.isfinite(v) for v in losses.values()), losses
+    assert losses, losses
+    assert all(math.isfinite(v) for v in losses.values()), losses
     sampled = result["num_env_steps_sampled_lifetime"]
     trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
     assert trained == 16 * sampled
@@ -280,6 +282,7 @@ def test_one_metrics_reduce_a_round_trains_the_very_same_weights(ray_local, monk
     (once, *counters_once), (each, *counters_each) = runs[False], runs[True]
     assert counters_once == counters_each
     assert counters_once[1] / counters_once[0] == pytest.approx(8)
-    assert once.keys() == each.keys() and once
+    assert once.keys() == each.keys()
+    assert once
     for key in once:
         assert torch.equal(once[key], each[key]), key

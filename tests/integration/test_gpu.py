@@ -49,7 +49,8 @@ def test_four_trials_share_one_gpu(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout)
     trials = summary["trials"]
-    assert len(trials) == 4 and all(t["status"] == "TERMINATED" for t in trials)
+    assert len(trials) == 4
+    assert all(t["status"] == "TERMINATED" for t in trials)
     assert all(t["device"].startswith("cuda") for t in trials), [t["device"] for t in trials]
     spans = []
     for trial_dir in Path(summary["path"]).glob("TunerPPO_*"):
@@ -61,7 +62,7 @@ def test_four_trials_share_one_gpu(tmp_path):
 
 def test_gpu_fraction_is_checked_against_the_cluster():
     """Runs everywhere: the validator knows the cluster's GPU count."""
-    from tuner.rllib._resources import check_fits
+    from tuner.rllib import check_fits
     from tuner.spec import SpecError, parse_spec
 
     spec = parse_spec(

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tuner.launcher._head import EmbeddedHead
+from tuner.launcher import EmbeddedHead
 from tuner.settings import Settings
 from tuner.sweep._headwatch import HEAD_GONE_EXIT, head_reachable
 

@@ -10,9 +10,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import tiny_spec
-from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.rllib import evaluate_checkpoint
 from tuner.sweep import run_sweep
-from tuner.tracking._mlflow_tracker import TrackingConfig
+from tuner.tracking import TrackingConfig
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +52,8 @@ def runs_of(client, summary):
 def test_one_parent_and_a_nested_child_per_trial(tracked_sweep):
     summary, client, _ = tracked_sweep
     parents, children = runs_of(client, summary)
-    assert len(parents) == 1 and len(children) == 3
+    assert len(parents) == 1
+    assert len(children) == 3
     parent = parents[0]
     assert parent.info.run_id == summary.mlflow.parent_run_id
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
@@ -89,7 +90,8 @@ def test_child_params_and_metric_history(tracked_sweep):
         assert history[-1].step == trial.env_steps
         assert "learners/default_policy/total_loss" in run.data.metrics
         assert run.info.status == "FINISHED"
-        assert run.data.tags["tuner.device"] == "cpu" and run.data.tags["tuner.node_id"]
+        assert run.data.tags["tuner.device"] == "cpu"
+        assert run.data.tags["tuner.node_id"]
         assert "tuner.replay" not in run.data.tags  # PPO replays nothing
         ckpts = [a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")]
         assert len(ckpts) == 1  # num_to_keep: 1
@@ -106,7 +108,8 @@ def test_parent_carries_the_best_config(tracked_sweep):
         best.metric_value
     )
     # ranked by the metric under the spec's scope (last-5-avg), not a lucky peak
-    assert best.metric_value == max(t.score for t in summary.trials) and best.scope == "last-5-avg"
+    assert best.metric_value == max(t.score for t in summary.trials)
+    assert best.scope == "last-5-avg"
     assert all(t.best_metric >= t.score for t in summary.trials)
 
 
@@ -116,9 +119,12 @@ def test_best_checkpoint_is_registered_and_evaluates(tracked_sweep):
     version = client.get_model_version("tracked-best", "1")
     assert version.run_id == summary.mlflow.best_run_id
     result = evaluate_checkpoint(summary.mlflow.model_version, episodes=2, tracking_uri=uri)
-    assert result.episodes == 2 and math.isfinite(result.mean_return) and result.mean_return > 0
+    assert result.episodes == 2
+    assert math.isfinite(result.mean_return)
+    assert result.mean_return > 0
     by_run = evaluate_checkpoint(version.source, episodes=1, tracking_uri=uri)
-    assert by_run.returns and by_run.env == "CartPole-v1"
+    assert by_run.returns
+    assert by_run.env == "CartPole-v1"
 
 
 def test_cli_evaluates_the_latest_version_without_rllibs_deprecation_noise(tracked_sweep):
@@ -178,7 +184,8 @@ def test_mlflow_ui_server_lists_the_sweep_with_nested_children(tracked_sweep, tm
                     break
             except httpx.HTTPError:
                 pass
-            assert time.time() < deadline and server.poll() is None, "mlflow server did not start"
+            assert time.time() < deadline, "mlflow server did not start"
+            assert server.poll() is None, "mlflow server did not start"
             time.sleep(0.5)
         exp_id = exp.json()["experiment"]["experiment_id"]
         runs = httpx.post(

@@ -11,9 +11,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import tiny_spec
-from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.rllib import evaluate_checkpoint
 from tuner.sweep import run_sweep
-from tuner.tracking._mlflow_tracker import TrackingConfig
+from tuner.tracking import TrackingConfig
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +71,8 @@ def test_both_policies_train(sweep):
             # cart_0 (first policy, by default) and cart_1 (mapped) both finished episodes
             agents = result["env_runners"]["agent_episode_returns_mean"]
             modules = result["env_runners"]["module_episode_returns_mean"]
-            assert set(agents) == {"cart_0", "cart_1"} and set(modules) == set(POLICIES)
+            assert set(agents) == {"cart_0", "cart_1"}
+            assert set(modules) == set(POLICIES)
             assert result["env_runners"]["episode_return_mean"] == pytest.approx(
                 sum(agents.values())
             )
@@ -85,8 +86,10 @@ def test_trials_are_ranked_by_one_agents_return(sweep):
         assert trial.metric == pytest.approx(
             last["env_runners"]["agent_episode_returns_mean"]["cart_0"]
         )
-        assert trial.score is not None and trial.best_metric is not None
-    assert summary.best is not None and summary.best.metric_value is not None
+        assert trial.score is not None
+        assert trial.best_metric is not None
+    assert summary.best is not None
+    assert summary.best.metric_value is not None
     assert summary.best.metric_value == max(t.score for t in summary.trials)
 
 
@@ -97,7 +100,8 @@ def test_mlflow_child_runs_hold_per_agent_and_per_policy_metrics(sweep):
     for trial in summary.trials:
         run = client.get_run(trial.mlflow_run_id)
         history = client.get_metric_history(run.info.run_id, METRIC)
-        assert [m.step for m in history] == sorted(m.step for m in history) and len(history) == 2
+        assert [m.step for m in history] == sorted(m.step for m in history)
+        assert len(history) == 2
         assert history[-1].value == pytest.approx(trial.metric)
         metrics = run.data.metrics
         assert "env_runners/agent_episode_returns_mean/cart_1" in metrics

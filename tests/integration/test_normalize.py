@@ -39,7 +39,8 @@ def test_a_normalized_trial_keeps_its_statistics_and_evaluate_uses_them(
         _evaluate, "_act", lambda module, obs: seen.append(np.array(obs)) or act(module, obs)
     )
     result = _evaluate.evaluate_checkpoint(checkpoint, episodes=1, seed=3)
-    assert result.returns and len(seen) == result.lengths[0]
+    assert result.returns
+    assert len(seen) == result.lengths[0]
 
     import gymnasium as gym
 

@@ -94,7 +94,8 @@ def test_sweep_on_s3_is_killed_and_resumed_from_the_bucket(s3, tmp_path):
     run_prefix = summary["path"].removeprefix(f"s3://{BUCKET}/") + "/"
     assert len(summary["trials"]) == 2
     for trial in summary["trials"]:
-        assert trial["status"] == "TERMINATED" and trial["iterations"] == 12, trial
+        assert trial["status"] == "TERMINATED", trial
+        assert trial["iterations"] == 12, trial
         assert trial["checkpoint"].startswith(summary["path"] + "/")
     results = [k for k in _keys(s3, run_prefix) if k.endswith("/result.json")]
     assert len(results) == 2
@@ -119,7 +120,7 @@ def test_sweep_on_s3_is_killed_and_resumed_from_the_bucket(s3, tmp_path):
 def test_a_confirmation_with_evaluation_scores_checkpoints_in_the_bucket(s3, tmp_path):
     """Tune names a checkpoint in the bucket without its scheme: the confirmation's final
     evaluation gets it back, downloads the checkpoint and scores it (it used to fail)."""
-    from tuner.rllib._evaluate import evaluate_checkpoint
+    from tuner.rllib import evaluate_checkpoint
 
     spec = {
         **RESUMABLE,

@@ -56,11 +56,13 @@ def test_a_sweep_of_two_objectives_answers_with_its_pareto_front(ray_local, tmp_
 
     # Optuna's study has both directions and was told both values of every trial
     searcher = _searcher(summary.path.removeprefix("file://"))
-    assert searcher["_metric"] == [RETURN, TIME] and searcher["_mode"] == ["max", "min"]
+    assert searcher["_metric"] == [RETURN, TIME]
+    assert searcher["_mode"] == ["max", "min"]
     study = searcher["_ot_study"]
     assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
     told = [t for t in study.trials if t.values is not None]
-    assert len(told) == 4 and all(len(t.values) == 2 for t in told)
+    assert len(told) == 4
+    assert all(len(t.values) == 2 for t in told)
 
     search = [t for t in summary.trials if t.stage == "search"]
     assert len(search) == 4
@@ -86,18 +88,22 @@ def test_a_sweep_of_two_objectives_answers_with_its_pareto_front(ray_local, tmp_
             RETURN: points[member.trial_id][0],
             TIME: points[member.trial_id][1],
         }
-        assert member.mlflow_run_id and member.checkpoint
+        assert member.mlflow_run_id
+        assert member.checkpoint
 
     # confirm re-ran the front's members (up to top_k) and reports each one's values
     confirmed = {c.trial_id: c for c in summary.confirmation}
     assert set(confirmed) == {m.trial_id for m in front[:2]}
     for member in front[:2]:
         c = confirmed[member.trial_id]
-        assert member.confirmed is not None and member.confirmed.trial_id == c.trial_id
-        assert c.values is not None and c.values[RETURN] == c.mean
+        assert member.confirmed is not None
+        assert member.confirmed.trial_id == c.trial_id
+        assert c.values is not None
+        assert c.values[RETURN] == c.mean
         runs = [t for t in summary.trials if t.trial_id in c.trials]
         times = [t.values[TIME] for t in runs]
-        assert len(times) == 2 and c.values[TIME] == pytest.approx(sum(times) / 2)
+        assert len(times) == 2
+        assert c.values[TIME] == pytest.approx(sum(times) / 2)
 
     # MLflow: pareto.json on the parent run, tuner.pareto on every search trial's run
     client = MlflowClient(tracking_uri=tracking.tracking_uri)
@@ -125,7 +131,8 @@ def test_objectives_with_random_search_still_answer_with_the_front(ray_local, tm
     )
     summary = run_sweep(spec, storage_path=tmp_path / "tune", progress=False)
     assert summary.status == "SUCCEEDED", summary
-    assert summary.metric == TIME and summary.best is not None
+    assert summary.metric == TIME
+    assert summary.best is not None
     fastest = min(summary.trials, key=lambda t: t.values[TIME])
     assert summary.pareto[0].trial_id == fastest.trial_id  # best first objective first
     assert summary.best.trial_id == fastest.trial_id  # best: by the first objective

@@ -19,8 +19,7 @@ from tests.conftest import tiny_spec
 from tuner.mlflow_names import HPARAMS_PREFIX
 from tuner.store import Store
 from tuner.sweep import run_sweep
-from tuner.tracking._mlflow_tracker import TrackingConfig
-from tuner.tracking._store_callback import StoreRecorder
+from tuner.tracking import StoreRecorder, TrackingConfig
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +101,8 @@ def test_an_exploited_trial_trains_with_the_perturbed_values(ray_local, tmp_path
     # both ran to the end (an exploited trial resumes at its clone's iteration, so it may
     # report fewer than 5 rows)
     last = {t: r[-1]["training_iteration"] for t, r in rows.items()}
-    assert len(rows) == 2 and all(i >= 5 for i in last.values()), last
+    assert len(rows) == 2, last
+    assert all(i >= 5 for i in last.values()), last
 
     # every iteration of every trial trained with the lr of the config it runs
     for trial_id, trial_rows in rows.items():
@@ -170,7 +170,8 @@ def test_an_exploited_trial_trains_with_the_perturbed_values(ray_local, tmp_path
             key=lambda m: (m.timestamp, m.step),
         )
         ran = [row["config"]["lr"] for row in rows[view.trial_id]]
-        assert history and all(any(m.value == pytest.approx(v) for v in ran) for m in history)
+        assert history
+        assert all(any(m.value == pytest.approx(v) for v in ran) for m in history)
         assert history[-1].value == pytest.approx(ran[-1])
         if view.trial_id in exploited:
             assert len({m.value for m in history}) > 1, history

@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from tuner.launcher import Launcher, RayJobs, _address
-from tuner.launcher._head import EmbeddedHead
+from tuner.launcher import EmbeddedHead, Launcher, RayJobs, _address
 from tuner.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -70,7 +70,8 @@ def test_kill_and_resume(tmp_path):
     runs = client.search_runs([summary["mlflow"]["experiment_id"]])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(parents) == 1 and parents[0].info.run_id == summary["mlflow"]["parent_run_id"]
+    assert len(parents) == 1
+    assert parents[0].info.run_id == summary["mlflow"]["parent_run_id"]
     assert len(children) == 2
     assert {c.data.tags["tuner.trial_id"] for c in children} == {
         t["trial_id"] for t in summary["trials"]
@@ -79,7 +80,8 @@ def test_kill_and_resume(tmp_path):
         iters = [
             m.value for m in client.get_metric_history(child.info.run_id, "training_iteration")
         ]
-        assert sorted(iters) == sorted(set(iters)) and max(iters) == 10  # no duplicates
+        assert sorted(iters) == sorted(set(iters))
+        assert max(iters) == 10  # no duplicates
         assert child.info.status == "FINISHED"
     assert Path(summary["path"]) == run_dir
 

@@ -95,13 +95,16 @@ def test_core_scenario_on_postgres(pg_url):
         assert store.get_experiment(exp.id).started_at is not None
         assert [e.id for e in store.queued_in_order()] == [other.id]
         updated = store.update_experiment(exp.id, best={"metric_value": 1.5}, attempts=1)
-        assert updated.best == {"metric_value": 1.5} and updated.attempts == 1
+        assert updated.best == {"metric_value": 1.5}
+        assert updated.attempts == 1
 
         store.upsert_trial(exp.id, "t1", status="RUNNING", config={"lr": 0.1, "bad": float("nan")})
         store.upsert_trial(exp.id, "t1", status="TERMINATED", iterations=3, seed=2**40)
         store.upsert_trial(exp.id, "t2", status="ERROR", error="Traceback ...")
         t1 = store.get_trial(exp.id, "t1")
-        assert t1.config == {"lr": 0.1, "bad": None} and t1.iterations == 3 and t1.seed == 2**40
+        assert t1.config == {"lr": 0.1, "bad": None}
+        assert t1.iterations == 3
+        assert t1.seed == 2**40
         assert store.trial_counts(exp.id) == {"TERMINATED": 1, "ERROR": 1}
         assert [t.trial_id for t in store.list_trials(exp.id)] == ["t1", "t2"]
 
@@ -113,12 +116,14 @@ def test_core_scenario_on_postgres(pg_url):
         assert store.metric_history(exp.id, "t1", keys=["b"])[0].values == {"b": 0}
 
         page, total = store.list_experiments(limit=1)
-        assert total == 2 and page[0].id == other.id
+        assert total == 2
+        assert page[0].id == other.id
         assert store.list_experiments(status="RUNNING")[1] == 1
         assert store.count_by_status({"QUEUED", "RUNNING"}) == 2
 
         assert store.delete_experiment(exp.id)
-        assert store.get_experiment(exp.id) is None and store.list_trials(exp.id) == []
+        assert store.get_experiment(exp.id) is None
+        assert store.list_trials(exp.id) == []
         assert store.metric_history(exp.id, "t1") == []
         assert store.list_experiments() == ([store.get_experiment(other.id)], 1)
     finally:

@@ -74,7 +74,9 @@ def test_a_submit_that_times_out_is_followed_not_duplicated(head):
         supervisor.tick()  # the submit's answer times out after ray_request_timeout_s
         assert time.monotonic() - started < 20
         after = store.get_experiment(rec.id)
-        assert after.status == "RUNNING" and after.job_id and after.attempts == 1
+        assert after.status == "RUNNING"
+        assert after.job_id
+        assert after.attempts == 1
         supervisor.tick()  # the status call times out too: nothing changes
         assert store.get_experiment(rec.id).job_id == after.job_id
     finally:

@@ -8,10 +8,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import TINY_PPO, tiny_spec
-from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.rllib import evaluate_checkpoint
 from tuner.spec import SpecError, resolve_space, scheduler_in_force
 from tuner.sweep import run_sweep
-from tuner.tracking._mlflow_tracker import TrackingConfig
+from tuner.tracking import TrackingConfig
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,8 @@ def test_grid_sweep_runs_the_cartesian_product_num_samples_times(ray_local, tmp_
     assert summary.status == "SUCCEEDED"
     # one iteration each: the scope value is that iteration's, as is the peak; the score
     # is the final deterministic evaluation (on by default with a budget)
-    assert summary.best and summary.best.metric_value == max(t.score for t in summary.trials)
+    assert summary.best
+    assert summary.best.metric_value == max(t.score for t in summary.trials)
     assert all(t.train_score == t.best_metric == t.metric for t in summary.trials)
     assert summary.ranked_by == "evaluation/env_runners/episode_return_mean"
 
@@ -76,7 +77,8 @@ def test_optuna_sweep(ray_local, tmp_path):
     summary = run(spec, tmp_path)
     assert len(summary.trials) == 3
     for t in summary.trials:
-        assert 1e-5 <= t.config["lr"] <= 1e-3 and 0.9 <= t.config["gamma"] <= 0.99
+        assert 1e-5 <= t.config["lr"] <= 1e-3
+        assert 0.9 <= t.config["gamma"] <= 0.99
         assert t.status == "TERMINATED"
     assert len({t.seed for t in summary.trials}) == 3  # each trial its own seed
 
@@ -158,10 +160,13 @@ def test_failing_trial_is_recorded_and_the_sweep_goes_on(ray_local, tmp_path):
     by_nan = {t.config["env_config.nan_reward"]: t for t in summary.trials}
     assert by_nan[False].status == "TERMINATED"
     assert by_nan[True].status == "ERROR"
-    assert "NaN" in by_nan[True].error and "loss" in by_nan[True].error
+    assert "NaN" in by_nan[True].error
+    assert "loss" in by_nan[True].error
     # retried max_failures (2) times, then ERROR: the sweep is PARTIAL, never a plain success
-    assert by_nan[True].retries == 2 and by_nan[False].retries == 0
-    assert summary.status == "PARTIAL" and summary.best.trial_id == by_nan[False].trial_id
+    assert by_nan[True].retries == 2
+    assert by_nan[False].retries == 0
+    assert summary.status == "PARTIAL"
+    assert summary.best.trial_id == by_nan[False].trial_id
     assert any("failed for good" in w and by_nan[True].trial_id in w for w in summary.warnings)
 
 
@@ -186,7 +191,8 @@ def test_stop_on_target_ends_the_whole_sweep(ray_local, tmp_path):
     # ended by its own rule, not interrupted: finished, nothing left to resume
     assert summary.status == "SUCCEEDED"
     assert all(t.status == "TERMINATED" for t in summary.trials), summary.trials
-    assert started[0].iterations == 1 and started[0].metric == 5
+    assert started[0].iterations == 1
+    assert started[0].metric == 5
     # Tune calls no on_trial_complete for trials the sweep's end stops: their MLflow runs
     # are still closed, with their checkpoints, and the best one evaluates.
     client = MlflowClient(tracking_uri=uri)
@@ -202,5 +208,6 @@ def test_trial_too_big_for_the_cluster_is_rejected_up_front(ray_local, tmp_path)
     with pytest.raises(SpecError) as exc:
         run(tiny_spec(resources={"num_env_runners": 3}), tmp_path)
     issue = exc.value.issues[0]
-    assert issue.loc == "resources.num_env_runners" and "CPU: 4" in issue.msg
+    assert issue.loc == "resources.num_env_runners"
+    assert "CPU: 4" in issue.msg
     assert not any(tmp_path.iterdir())

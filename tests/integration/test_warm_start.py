@@ -88,7 +88,8 @@ def test_a_warm_start_runs_the_earlier_best_first_and_drops_what_does_not_fit(ra
     with pytest.raises(SpecError) as err:
         run_sweep(other, storage_path=tmp_path / "tune", progress=False, tracking=tracking)
     (issue,) = err.value.issues
-    assert issue.loc == "search.warm_start.from" and "same algorithm" in issue.msg
+    assert issue.loc == "search.warm_start.from"
+    assert "same algorithm" in issue.msg
     missing = tiny_spec(name="m", search={"warm_start": {"from": "no-such-sweep"}})
     with pytest.raises(SpecError) as err:
         run_sweep(missing, storage_path=tmp_path / "tune", progress=False, tracking=tracking)
@@ -124,7 +125,8 @@ def test_plan_shows_what_a_warm_start_reuses_and_refuses_a_missing_source(ray_lo
     checked = check_source(text, True, checks)
     assert checked.ok, checked.issues
     reused = checked.plan.warm_start
-    assert reused["from"] == "first-run" and reused["parent_run_id"] == earlier.mlflow.parent_run_id
+    assert reused["from"] == "first-run"
+    assert reused["parent_run_id"] == earlier.mlflow.parent_run_id
     assert reused["first"] == [{"lr": best.config["lr"]}]
     assert reused["told_to_optuna"] == 2
     missing = check_source(text.replace("from: first,", "from: nowhere,"), True, checks)

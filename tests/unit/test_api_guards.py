@@ -28,12 +28,14 @@ def test_token_required(client, path):
     assert client.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401
     assert client.get(path, headers={"Authorization": "s3cret"}).status_code == 401
     r = client.post("/api/v1/experiments", json={})
-    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    assert r.status_code == 401
+    assert r.headers["www-authenticate"] == "Bearer"
 
 
 def test_token_accepted(client):
     r = client.get("/api/v1/algorithms", headers={"Authorization": "Bearer s3cret"})
-    assert r.status_code == 200 and {a["name"] for a in r.json()} >= {"PPO", "Rainbow_DQN"}
+    assert r.status_code == 200
+    assert {a["name"] for a in r.json()} >= {"PPO", "Rainbow_DQN"}
 
 
 def test_body_limit(client):
@@ -43,7 +45,8 @@ def test_body_limit(client):
     )
     assert r.status_code == 413
     (problem,) = Problems.model_validate(r.json()).detail
-    assert problem.loc == "(body)" and "1000 bytes" in problem.msg
+    assert problem.loc == "(body)"
+    assert "1000 bytes" in problem.msg
     assert "TUNER_MAX_BODY_BYTES" in problem.msg
     assert set(r.json()["detail"][0]) == {"loc", "msg", "value"}
     schema = client.get("/openapi.json").json()
@@ -62,16 +65,20 @@ def test_a_streamed_body_over_the_limit_gets_the_same_413(service_app):
     streamed = client.post("/api/v1/experiments", content=iter([b"x" * 600, b"x" * 600]))
     assert streamed.status_code == 413
     (problem,) = Problems.model_validate(streamed.json()).detail
-    assert problem.loc == "(body)" and "1000 bytes" in problem.msg
+    assert problem.loc == "(body)"
+    assert "1000 bytes" in problem.msg
     assert client.get("/api/v1/experiments").json()["total"] == 0
 
 
 def test_page_and_offline_assets(client):
     page = client.get("/")
-    assert page.status_code == 200 and "static/app.js" in page.text
-    assert "http://" not in page.text and "https://" not in page.text  # nothing from a CDN
+    assert page.status_code == 200
+    assert "static/app.js" in page.text
+    assert "http://" not in page.text
+    assert "https://" not in page.text  # nothing from a CDN
     js = client.get("/static/vendor/plotly.min.js")
-    assert js.status_code == 200 and len(js.content) > 1_000_000
+    assert js.status_code == 200
+    assert len(js.content) > 1_000_000
 
 
 def test_serve_refuses_public_bind_without_token(tmp_path):
@@ -83,17 +90,20 @@ def test_serve_refuses_public_bind_without_token(tmp_path):
         text=True,
         timeout=60,
     )
-    assert r.returncode == 2 and "TUNER_API_TOKEN" in r.stderr
+    assert r.returncode == 2
+    assert "TUNER_API_TOKEN" in r.stderr
 
 
 def test_cross_site_requests_refused(tmp_path):
     client = TestClient(create_app(Settings(data_dir=tmp_path)), base_url="http://127.0.0.1")
     r = client.post("/api/v1/experiments/x/stop", headers={"Origin": "http://evil.example"})
-    assert r.status_code == 403 and "evil.example" in r.json()["detail"]
+    assert r.status_code == 403
+    assert "evil.example" in r.json()["detail"]
 
 
 def test_no_cdn_backed_docs_pages(client):
-    assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
+    assert client.get("/docs").status_code == 404
+    assert client.get("/redoc").status_code == 404
     assert "ExperimentSpec" in client.get("/openapi.json").json()["components"]["schemas"]
 
 

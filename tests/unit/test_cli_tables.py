@@ -71,7 +71,8 @@ def test_a_wide_terminal_gets_one_boxed_row_a_trial():
     print_table(out, HEADERS, ROWS, configs=[t["config"] for t in TRIALS])
     lines = out.file.getvalue().splitlines()
     assert len(lines) == 4 + len(TRIALS)  # top, header, rule, rows, bottom
-    assert "act=relu │" in lines[3] and "TERMINATED" in lines[3]
+    assert "act=relu │" in lines[3]
+    assert "TERMINATED" in lines[3]
 
 
 def test_a_terminal_too_narrow_for_columns_prints_a_block_a_row_never_a_cut_value():
@@ -104,7 +105,8 @@ def test_the_pareto_front_on_a_narrow_terminal_puts_each_config_below_its_member
     out = terminal(60)
     print_pareto(out, members, "last")
     lines = out.file.getvalue().splitlines()
-    assert lines[1].split()[:2] == ["trial", "id"] and lines[2].strip() == "config"
+    assert lines[1].split()[:2] == ["trial", "id"]
+    assert lines[2].strip() == "config"
     assert len(lines) == 3 + 2 * len(members)
     assert lines[3].split()[0] == "a6657_00000"
     assert lines[4].strip().startswith("lr=0.000123456")
@@ -146,7 +148,8 @@ def test_status_on_an_80_column_terminal_prints_two_lines_a_trial(monkeypatch):
     for i, trial in zip(rows, TRIALS, strict=True):
         assert lines[i].split()[1] == trial["status"]
         assert lines[i + 1].strip().startswith("lr=0.000123456, gamma=0.99")
-    assert rows[1] - rows[0] == 2 and rows[2] - rows[1] == 2
+    assert rows[1] - rows[0] == 2
+    assert rows[2] - rows[1] == 2
     assert f"checkpoint: {CHECKPOINT}" in lines
 
 
@@ -207,6 +210,7 @@ def test_submit_wait_never_cuts_the_name_the_counts_or_the_score(monkeypatch, tm
     lines = [line.split("\r")[-1] for line in ANSI.sub("", text).splitlines()]
     if tty:  # the name above the bar, whole; the bar's line keeps the counts and score
         assert f"{LONG_NAME} (3f2a9c0d1e4b)" in lines
-        assert lines[-1].startswith("SUCCEEDED") and lines[-1].endswith("4/4 score 25.4")
+        assert lines[-1].startswith("SUCCEEDED")
+        assert lines[-1].endswith("4/4 score 25.4")
     else:  # piped: one line at the end
         assert lines == [f"{LONG_NAME} (3f2a9c0d1e4b): SUCCEEDED, 4/4 trials, score 25.4"]

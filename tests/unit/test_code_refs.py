@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from tuner.search_spaces import Domain
-from tuner.spec import SpecError
-from tuner.spec._code_refs import (
+from tuner.spec import (
+    SpecError,
     check_code_refs,
     check_space_code_refs,
     module_allowed,
@@ -42,7 +42,8 @@ def test_replay_buffer_type_that_runs_a_process_is_refused():
     assert found[0].value == ATTACK
     msg = found[0].msg
     assert "PrioritizedEpisodeReplayBuffer" in msg
-    assert "TUNER_ALLOWED_MODULES" in msg and "--allow-module" in msg
+    assert "TUNER_ALLOWED_MODULES" in msg
+    assert "--allow-module" in msg
     assert "package.module:Name" in msg
 
 
@@ -120,18 +121,21 @@ def test_environment_variables_for_rllib_processes_are_refused(key):
     """Env vars in a trial's processes run code without naming it (LD_PRELOAD, ...)."""
     env = {"LD_PRELOAD": "/tmp/evil.so"}
     (found,) = issues({key: env}, ["mypkg"])
-    assert found.loc == f"config.{key}" and "environment variables" in found.msg
+    assert found.loc == f"config.{key}"
+    assert "environment variables" in found.msg
     nested = issues({"evaluation_config": {key: env}})
     assert locs(nested) == [f"config.evaluation_config.{key}"]
     assert locs(space_issues({key: {"choice": [{}, env]}})) == [f"search.space.{key}"]
-    assert issues({key: {}}) == [] and issues({key: None}) == []  # RLlib's default sets none
+    assert issues({key: {}}) == []
+    assert issues({key: None}) == []  # RLlib's default sets none
 
 
 def test_an_offline_output_path_is_refused():
     """`output` makes every env runner write its episodes to a path or bucket the spec
     picks (RLlib's offline writer), with credentials from the spec."""
     (found,) = issues({"output": "s3://somebody-elses-bucket/x"}, ["mypkg"])
-    assert found.loc == "config.output" and "write its episodes" in found.msg
+    assert found.loc == "config.output"
+    assert "write its episodes" in found.msg
     assert locs(space_issues({"output": {"choice": [None, "/tmp/x"]}})) == ["search.space.output"]
     assert issues({"output": None}) == []  # RLlib's default: no offline output
 
@@ -248,7 +252,8 @@ def test_very_deep_config_is_an_issue_not_a_recursion_error():
     for _ in range(5000):
         deep = {"a": deep}
     found = issues(deep)
-    assert found and "nested deeper" in found[0].msg
+    assert found
+    assert "nested deeper" in found[0].msg
 
 
 # ---------------------------------------------------------------- search spaces
@@ -418,9 +423,8 @@ def test_the_driver_imports_nothing_and_hands_the_trial_the_paths(monkeypatch):
     """build_config (the driver, and the API's validator for the fit check and the plan)
     keeps an import path away from RLlib, which would import it itself while building the
     config (the module "pkg" of "pkg.mod:Name", and keep that module as the type)."""
-    from tuner.rllib._config import build_config
-    from tuner.rllib._trial_config import CODE_KEY
-    from tuner.sweep._tuner import trial_params
+    from tuner.rllib import CODE_KEY, build_config
+    from tuner.sweep import trial_params
 
     probe = "tuner_probe_buffers_never_imported"
     recorder = _Recorder()
@@ -445,7 +449,7 @@ def test_the_trial_gives_rllib_the_class_of_an_allowed_path():
     from tuner.ray_internals import MODEL_CONFIG_KEY
     from tuner.rllib._trainables import TunerDQN, _SweepTrialMixin
     from tuner.rllib._user_code import with_user_code
-    from tuner.sweep._tuner import trial_params
+    from tuner.sweep import trial_params
 
     spec = _dqn_spec(
         model={"fcnet_hiddens": [16], "probe_class": OWN_BUFFER},
@@ -469,4 +473,5 @@ def test_the_trial_gives_rllib_the_class_of_an_allowed_path():
         raise AssertionError("RLlib's own builder would fail on a class")
 
     buffer = _SweepTrialMixin.tuner_replay_buffer(trial, rllib, rllibs_own)
-    assert type(buffer) is CountingReplayBuffer and buffer.capacity == 500
+    assert type(buffer) is CountingReplayBuffer
+    assert buffer.capacity == 500

@@ -27,17 +27,20 @@ def test_two_sweeps_side_by_side_with_the_differing_keys_named(service_app, monk
     assert body["keys"] == ["gamma", "lr", "num_epochs"]
     assert body["differing_keys"] == ["lr", "num_epochs"]
     first, second = body["sweeps"]
-    assert first["best"]["metric_value"] == 20.0 and first["confirmed"]["mean"] == 19.0
+    assert first["best"]["metric_value"] == 20.0
+    assert first["confirmed"]["mean"] == 19.0
     assert second["confirmed"] is None
     assert [p["env_steps"] for p in first["curve"]] == [100, 200, 300]
     assert first["curve"][-1]["value"] == 20.0
     # bad input: a 422 naming `ids`, a 404 naming the sweep
     one = client.get(f"/api/v1/compare?ids={a}")
-    assert one.status_code == 422 and one.json()["detail"][0]["loc"] == "ids"
+    assert one.status_code == 422
+    assert one.json()["detail"][0]["loc"] == "ids"
     twice = client.get(f"/api/v1/compare?ids={a},{a}")
     assert twice.status_code == 422
     missing = client.get(f"/api/v1/compare?ids={a},nope")
-    assert missing.status_code == 404 and "nope" in missing.text
+    assert missing.status_code == 404
+    assert "nope" in missing.text
     assert "/api/v1/compare" in client.get("/openapi.json").json()["paths"]
 
     # the CLI over the same app

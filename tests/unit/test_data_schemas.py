@@ -33,7 +33,8 @@ def refused(tmp_path: Path, data: Any, load: Callable[[Path], Any], *named: str)
     with pytest.raises(DataFileError) as err:
         load(path)
     message = str(err.value)
-    assert str(path) in message and err.value.path == path, message
+    assert str(path) in message, message
+    assert err.value.path == path, message
     for word in named:
         assert word in message, (word, message)
     return message
@@ -119,7 +120,8 @@ def test_default_spaces_yaml(tmp_path):
 def test_env_settings_yaml(tmp_path):
     data = shipped("search_spaces/env_settings.yaml")
     table = _env_settings._table(PACKAGE / "search_spaces/env_settings.yaml")
-    assert list(table) == list(data) and table["CartPole"]["PPO"].num_envs_per_env_runner == 8
+    assert list(table) == list(data)
+    assert table["CartPole"]["PPO"].num_envs_per_env_runner == 8
     # the top two levels name envs and algorithms: a settings key there is not a mapping
     stray = with_key(data, (), "normalize_observations", True)
     refused(tmp_path, stray, _env_settings._table, "normalize_observations:")

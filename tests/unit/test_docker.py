@@ -41,7 +41,8 @@ TUNER_VAR = re.compile(r"\bTUNER_[A-Z][A-Z0-9_]*")
 @pytest.fixture(scope="module")
 def compose() -> dict:
     data = yaml.safe_load(COMPOSE_FILE.read_text())
-    assert isinstance(data, dict) and isinstance(data.get("services"), dict)
+    assert isinstance(data, dict)
+    assert isinstance(data.get("services"), dict)
     return data
 
 
@@ -391,16 +392,19 @@ def test_every_service_has_a_healthcheck(services: dict):
         assert check, f"{name}: no healthcheck"
         assert not check.get("disable"), f"{name}: healthcheck disabled"
         test = check.get("test")
-        assert test and test not in (["NONE"], "NONE"), f"{name}: empty healthcheck"
+        assert test, f"{name}: empty healthcheck"
+        assert test not in (["NONE"], "NONE"), f"{name}: empty healthcheck"
 
 
 @pytest.mark.parametrize("name", DOCKERFILES)
 def test_images_have_a_healthcheck_and_a_non_root_user(name: str):
     instrs = instructions(DOCKER / name)
     checks = [rest for word, rest in instrs if word == "HEALTHCHECK"]
-    assert checks and checks[-1] != "NONE", f"{name}: no HEALTHCHECK"
+    assert checks, f"{name}: no HEALTHCHECK"
+    assert checks[-1] != "NONE", f"{name}: no HEALTHCHECK"
     users = [rest for word, rest in instrs if word == "USER"]
-    assert users and users[-1].split(":")[0] not in ("root", "0"), f"{name}: runs as root"
+    assert users, f"{name}: runs as root"
+    assert users[-1].split(":")[0] not in ("root", "0"), f"{name}: runs as root"
 
 
 def test_depends_on_waits_for_healthy(services: dict):
@@ -430,11 +434,16 @@ def test_gpu_worker_reserves_an_nvidia_device(services: dict):
 
 def test_ray_nodes_start_with_the_right_roles(services: dict):
     head = command_words(services["ray-head"], DOCKER / "Dockerfile.ray")
-    assert head[:2] == ["ray", "start"] and "--head" in head and "--block" in head
-    assert "--dashboard-host=0.0.0.0" in head and "--port=6379" in head
+    assert head[:2] == ["ray", "start"]
+    assert "--head" in head
+    assert "--block" in head
+    assert "--dashboard-host=0.0.0.0" in head
+    assert "--port=6379" in head
     worker = command_words(services["gpu-worker"], DOCKER / "Dockerfile.gpu-worker")
-    assert worker[:2] == ["ray", "start"] and "--address=ray-head:6379" in worker
-    assert "--block" in worker and "--head" not in worker
+    assert worker[:2] == ["ray", "start"]
+    assert "--address=ray-head:6379" in worker
+    assert "--block" in worker
+    assert "--head" not in worker
 
 
 def test_api_serves_on_published_port_8000_with_a_token(services: dict):
@@ -449,7 +458,8 @@ def test_api_serves_on_published_port_8000_with_a_token(services: dict):
     words = command_words(api, DOCKER / "Dockerfile.api")
     assert words[:2] == ["tuner", "serve"]
     joined = " ".join(words).replace("=", " ")
-    assert "--host 0.0.0.0" in joined and "--port 8000" in joined
+    assert "--host 0.0.0.0" in joined
+    assert "--port 8000" in joined
     assert "${TUNER_API_TOKEN" in service_env(api)["TUNER_API_TOKEN"]
 
 
@@ -572,7 +582,8 @@ def test_k8s_api_points_at_the_head_service(raycluster: dict, api_deployment: di
     head_svc = f"{raycluster['metadata']['name']}-head-svc"
     assert env["TUNER_RAY_ADDRESS"]["value"] == f"http://{head_svc}:8265"
     assert env["TUNER_API_TOKEN"]["valueFrom"]["secretKeyRef"]
-    assert c["command"][:2] == ["tuner", "serve"] and "0.0.0.0" in c["command"]
+    assert c["command"][:2] == ["tuner", "serve"]
+    assert "0.0.0.0" in c["command"]
     assert c["readinessProbe"]["httpGet"]["path"] == "/api/v1/healthz"
 
 
@@ -636,7 +647,8 @@ def test_images_build_from_any_package_index_with_the_pinned_torch(name: str):
 def test_make_images_builds_each_image_with_docker_or_podman():
     makefile = (REPO / "Makefile").read_text()
     target = makefile[makefile.index("\nimages:") :].split("\n\n", 1)[0]
-    assert "--format docker" in target and "podman" in makefile
+    assert "--format docker" in target
+    assert "podman" in makefile
     for image in ("api", "ray", "gpu-worker", "mlflow"):
         assert image in target
     assert "docker/Dockerfile.$$image" in target

@@ -2,10 +2,14 @@
 
 import pytest
 
-from tuner.rllib._config import build_config
-from tuner.rllib._resources import check_fits, trial_resources
-from tuner.rllib._settings import fixed_settings
-from tuner.rllib._trial_config import trial_index, trial_seed
+from tuner.rllib import (
+    build_config,
+    check_fits,
+    fixed_settings,
+    trial_index,
+    trial_resources,
+    trial_seed,
+)
 from tuner.spec import SpecError, parse_spec, resolve_space
 from tuner.sweep._stoppers import SweepStopper
 from tuner.validation import validate_spec
@@ -25,7 +29,8 @@ def engine_issues(s):
 
 def test_unknown_rllib_key_in_config():
     (issue,) = engine_issues(spec(config={"learning_rate": 0.1}))
-    assert issue.loc == "config.learning_rate" and issue.value == 0.1
+    assert issue.loc == "config.learning_rate"
+    assert issue.value == 0.1
     assert "unknown RLlib PPO setting" in issue.msg
 
 
@@ -36,34 +41,41 @@ def test_unknown_rllib_key_in_space():
 
 def test_spec_owned_keys_point_to_the_spec_field():
     (issue,) = engine_issues(spec(config={"num_env_runners": 4}))
-    assert issue.loc == "config.num_env_runners" and "resources.num_env_runners" in issue.msg
+    assert issue.loc == "config.num_env_runners"
+    assert "resources.num_env_runners" in issue.msg
 
 
 def test_rllib_rejects_inconsistent_config():
     (issue,) = engine_issues(
         spec(config={"train_batch_size_per_learner": 100, "minibatch_size": 500})
     )
-    assert issue.loc == "config" and "RLlib rejects" in issue.msg
+    assert issue.loc == "config"
+    assert "RLlib rejects" in issue.msg
 
 
 def test_unregistered_gym_id():
     (issue,) = engine_issues(spec(env="NoSuchEnv-v9"))
-    assert issue.loc == "env" and issue.value == "NoSuchEnv-v9"
+    assert issue.loc == "env"
+    assert issue.value == "NoSuchEnv-v9"
 
 
 def test_unimportable_env_path():
     (issue,) = engine_issues(spec(env="no_such_pkg.envs:Foo"))
-    assert issue.loc == "env" and "cannot import" in issue.msg
+    assert issue.loc == "env"
+    assert "cannot import" in issue.msg
 
 
 def test_env_config_rejected_by_constructor():
     (issue,) = engine_issues(spec(env_config={"no_such_kwarg": 1}))
-    assert issue.loc == "env_config" and issue.value == {"no_such_kwarg": 1}
+    assert issue.loc == "env_config"
+    assert issue.value == {"no_such_kwarg": 1}
 
 
 def test_env_constructor_exception():
     (issue,) = engine_issues(spec(env="tests.envs:LineEnv", env_config={"length": -1}))
-    assert issue.loc == "env" and "constructor failed" in issue.msg and "length" in issue.msg
+    assert issue.loc == "env"
+    assert "constructor failed" in issue.msg
+    assert "length" in issue.msg
 
 
 def test_noisy_warns_and_presets_merge_under_user_config():
@@ -71,10 +83,15 @@ def test_noisy_warns_and_presets_merge_under_user_config():
     warnings = validate_spec(s)
     assert any("noisy" in w and "no effect" in w for w in warnings)
     fixed = fixed_settings(s)
-    assert fixed["n_step"] == 1 and fixed["num_atoms"] == 51 and fixed["lr"] == 1e-3
+    assert fixed["n_step"] == 1
+    assert fixed["num_atoms"] == 51
+    assert fixed["lr"] == 1e-3
     assert fixed["replay_buffer_config"]["type"] == "PrioritizedEpisodeReplayBuffer"
     cfg = build_config(s)
-    assert cfg.n_step == 1 and cfg.double_q and cfg.dueling and cfg.v_max == 10.0
+    assert cfg.n_step == 1
+    assert cfg.double_q
+    assert cfg.dueling
+    assert cfg.v_max == 10.0
     assert cfg.replay_buffer_config["capacity"] == 60000
     assert validate_spec(spec(algorithm="DQN", config={"noisy": True}))
 
@@ -112,7 +129,8 @@ def test_model_and_resources_reach_the_config():
     )
     cfg = build_config(s)
     assert cfg.model_config["fcnet_hiddens"] == [8]
-    assert cfg.num_env_runners == 2 and cfg.num_gpus_per_learner == 0.25
+    assert cfg.num_env_runners == 2
+    assert cfg.num_gpus_per_learner == 0.25
 
 
 def test_default_space_used_when_omitted():
@@ -128,13 +146,14 @@ def test_trial_seed_and_index():
 def test_resources_that_never_fit_are_rejected_with_numbers():
     s = spec(resources={"num_env_runners": 4})
     total, bundles = trial_resources(s)
-    assert total["CPU"] == 5 and len(bundles) == 5
+    assert total["CPU"] == 5
+    assert len(bundles) == 5
     with pytest.raises(SpecError) as exc:
         check_fits(s, [{"CPU": 2.0}])
     issue = exc.value.issues[0]
-    assert (
-        issue.loc == "resources.num_env_runners" and "CPU: 5" in issue.msg and "CPU: 2" in issue.msg
-    )
+    assert issue.loc == "resources.num_env_runners"
+    assert "CPU: 5" in issue.msg
+    assert "CPU: 2" in issue.msg
     check_fits(s, [{"CPU": 3.0}, {"CPU": 2.0}])  # fits across two nodes
     gpu = spec(resources={"num_gpus_per_learner": 0.25})
     with pytest.raises(SpecError, match="GPU: 0.25"):
@@ -158,10 +177,12 @@ def test_stopper_reads_nested_results_and_stops_all_on_target():
     assert stopper("t0", {"env_runners": {}, "training_iteration": 5})
     assert not stopper.stop_all()
     assert stopper("t1", {"env_runners": {"episode_return_mean": 120.0}})
-    assert stopper.stop_all() and stopper.target_reached_by == "t1"
+    assert stopper.stop_all()
+    assert stopper.target_reached_by == "t1"
 
 
 @pytest.mark.parametrize("env", ["os:system", "subprocess:run", "builtins:eval", "tests.envs:np"])
 def test_import_path_must_name_an_env_not_arbitrary_code(env):
     (issue,) = engine_issues(spec(env=env))
-    assert issue.loc == "env" and issue.value == env
+    assert issue.loc == "env"
+    assert issue.value == env

@@ -55,8 +55,10 @@ def test_each_error_still_is_what_its_callers_catch():
     from tuner.spec import NestingTooDeep, SpecError
     from tuner.sweep import StorageError
 
-    assert issubclass(SpecError, ValueError) and issubclass(NestingTooDeep, SpecError)
-    assert issubclass(JobNotFound, JobsError) and issubclass(JobsError, RuntimeError)
+    assert issubclass(SpecError, ValueError)
+    assert issubclass(NestingTooDeep, SpecError)
+    assert issubclass(JobNotFound, JobsError)
+    assert issubclass(JobsError, RuntimeError)
     assert issubclass(ClusterUnreachable, ConnectionError)
     assert issubclass(NoTrackingStore, FileNotFoundError)
     assert issubclass(UnknownSweep, LookupError)

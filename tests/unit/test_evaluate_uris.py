@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from tuner import mlflow_names
 from tuner.cli import app
+from tuner.rllib import NoTrackingStore
 from tuner.rllib._evaluate import (
     RLMODULE_CONFIG_DEPRECATION,
-    NoTrackingStore,
     _quiet_rlmodule_config_deprecation,
     resolve_checkpoint,
 )
@@ -77,7 +77,8 @@ def test_a_version_that_is_not_there_names_the_versions_there(registry):
         evaluate(f"models:/{MODEL}/99", "--data-dir", str(data)), f"models:/{MODEL}/99"
     )
     assert f"no model version {MODEL}/99" in line
-    assert f"{MODEL} has versions 1, 2" in line and "@champion (version 1)" in line
+    assert f"{MODEL} has versions 1, 2" in line
+    assert "@champion (version 1)" in line
 
 
 def test_latest_of_a_model_that_is_not_there_names_the_models_there(registry):
@@ -102,7 +103,8 @@ def test_a_version_that_is_no_number_says_what_is_accepted(registry):
     line = refused_in_one_line(
         evaluate(f"models:/{MODEL}/Production", "--data-dir", str(data)), "'Production'"
     )
-    assert f"models:/{MODEL}/latest" in line and f"models:/{MODEL}@<alias>" in line
+    assert f"models:/{MODEL}/latest" in line
+    assert f"models:/{MODEL}@<alias>" in line
 
 
 def test_a_checkpoint_directory_that_is_not_there_is_named(tmp_path):
@@ -120,7 +122,8 @@ def test_a_tracking_store_that_is_not_there_is_named_and_not_created(tmp_path):
     for uri in ("models:/cartpole-best/1", "models:/cartpole-best/latest", "runs:/abc/ckpt"):
         line = refused_in_one_line(evaluate(uri, TUNER_DATA_DIR=str(data)), uri)
         assert f"no MLflow tracking store at {data / 'mlflow.db'}" in line
-        assert "TUNER_DATA_DIR" in line and "TUNER_MLFLOW_TRACKING_URI" in line
+        assert "TUNER_DATA_DIR" in line
+        assert "TUNER_MLFLOW_TRACKING_URI" in line
     assert not data.exists()
     store = tmp_path / "elsewhere.db"
     with pytest.raises(NoTrackingStore, match=str(store)):

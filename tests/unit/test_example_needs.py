@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuner.api._service import examples
-from tuner.validation import check_source
-from tuner.validation._pipeline import Checks
+from tuner.validation import Checks, check_source
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "experiments"
 CODE = {
@@ -38,7 +37,8 @@ def test_the_refusal_without_allowed_modules_says_how_to_allow_one(name):
     checks = Checks(allowed_modules=[], check_fit=False, build_env=False, import_user_code=False)
     checked = check_source(text, True, checks)
     msgs = [issue.msg for issue in checked.issues]
-    assert msgs and all(
+    assert msgs, msgs
+    assert all(
         "this service imports no user code (set TUNER_ALLOWED_MODULES=tuner_examples;" in m
         for m in msgs
     ), msgs

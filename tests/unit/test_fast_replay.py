@@ -41,7 +41,8 @@ def test_chunks_become_one_step_transitions_with_the_next_observation():
     buffer = TransitionBuffer(100, seed=0)
     # an ongoing episode sampled in two rounds; the second chunk ends it
     assert buffer.add([chunk(0, 3), chunk(3, 2, terminated=True)]) == 5
-    assert len(buffer) == 5 and buffer.added == 5
+    assert len(buffer) == 5
+    assert buffer.added == 5
     rows = buffer._cols
     np.testing.assert_array_equal(rows["obs"][:5, 0], [0, 1, 2, 3, 4])
     np.testing.assert_array_equal(rows["new_obs"][:5, 0], [1, 2, 3, 4, 5])
@@ -63,7 +64,8 @@ def test_the_ring_keeps_the_newest_capacity_transitions():
     buffer = TransitionBuffer(5)
     buffer.add([chunk(0, 3)])
     buffer.add([chunk(3, 5)])
-    assert len(buffer) == 5 and buffer.added == 8
+    assert len(buffer) == 5
+    assert buffer.added == 8
     assert sorted(buffer._cols["rewards"].tolist()) == [3, 4, 5, 6, 7]
     buffer.add([chunk(100, 12)])  # more than the capacity in one chunk
     assert sorted(buffer._cols["rewards"].tolist()) == [107, 108, 109, 110, 111]
@@ -93,8 +95,10 @@ def test_samples_uniformly_with_rllibs_n_step_and_weight_columns():
         "n_step",
         "weights",
     }
-    assert batch["obs"].shape == (4000, 2) and batch["obs"].dtype == np.float32
-    assert (batch["n_step"] == 1).all() and (batch["weights"] == 1.0).all()
+    assert batch["obs"].shape == (4000, 2)
+    assert batch["obs"].dtype == np.float32
+    assert (batch["n_step"] == 1).all()
+    assert (batch["weights"] == 1.0).all()
     # rows stay whole: each transition's next observation is its own
     np.testing.assert_array_equal(batch["new_obs"][:, 0], batch["obs"][:, 0] + 1)
     np.testing.assert_array_equal(batch["terminateds"], batch["rewards"] == 9)
@@ -177,18 +181,23 @@ def test_n_step_sums_discounted_rewards_across_an_episodes_chunks():
     buffer.add([chunk(3, 2, terminated=True, id_="a")])  # "a" goes on and ends
     rows = by_start(buffer.sample(3000, n_step=3, gamma=0.5))
     assert rows[0.0]["rewards"] == pytest.approx(0 + 0.5 * 1 + 0.25 * 2)
-    assert rows[0.0]["new_obs"][0] == 3 and not rows[0.0]["terminateds"]
+    assert rows[0.0]["new_obs"][0] == 3
+    assert not rows[0.0]["terminateds"]
     # across the chunk boundary, ending on the terminal step
     assert rows[2.0]["rewards"] == pytest.approx(2 + 0.5 * 3 + 0.25 * 4)
-    assert rows[2.0]["new_obs"][0] == 5 and rows[2.0]["terminateds"]
+    assert rows[2.0]["new_obs"][0] == 5
+    assert rows[2.0]["terminateds"]
     # two steps left: the uniform buffer shortens the sum (RLlib's slice), n_step stays 3
     # and, as RLlib's slice does, the shortened sample is not flagged terminated
     assert rows[3.0]["rewards"] == pytest.approx(3 + 0.5 * 4)
-    assert rows[3.0]["new_obs"][0] == 5 and rows[3.0]["n_step"] == 3
-    assert not rows[3.0]["terminateds"] and not rows[3.0]["truncateds"]
+    assert rows[3.0]["new_obs"][0] == 5
+    assert rows[3.0]["n_step"] == 3
+    assert not rows[3.0]["terminateds"]
+    assert not rows[3.0]["truncateds"]
     # the other episode's rows never enter "a"'s sums: "b" has not gone on yet
     assert rows[50.0]["rewards"] == pytest.approx(50 + 0.5 * 51)
-    assert rows[50.0]["new_obs"][0] == 52 and not rows[50.0]["terminateds"]
+    assert rows[50.0]["new_obs"][0] == 52
+    assert not rows[50.0]["terminateds"]
 
 
 def test_prioritized_n_step_draws_again_where_fewer_than_n_steps_follow():
@@ -216,7 +225,8 @@ def test_a_link_to_an_overwritten_transition_ends_the_sum():
     buffer.add([chunk(2, 1, id_="a")])  # "a" goes on: its row 1 (obs 1) is overwritten now
     rows = by_start(buffer.sample(2000, n_step=2, gamma=1.0))
     assert set(rows) == {100.0, 101.0, 102.0, 2.0}
-    assert rows[102.0]["rewards"] == 102 and rows[102.0]["new_obs"][0] == 103
+    assert rows[102.0]["rewards"] == 102
+    assert rows[102.0]["new_obs"][0] == 103
 
 
 def test_updates_follow_the_env_steps_really_sampled():

@@ -46,7 +46,8 @@ def test_a_replay_buffer_type_that_would_start_a_process_is_refused(tmp_path, mo
     spec = tmp_path / "spec.yaml"
     spec.write_text(json.dumps({**BASE, "config": {"replay_buffer_config": {"type": POPEN}}}))
     result = CliRunner().invoke(cli, ["validate", str(spec), "--no-env"])
-    assert result.exit_code == 2 and "config.replay_buffer_config.type" in result.output
+    assert result.exit_code == 2
+    assert "config.replay_buffer_config.type" in result.output
     assert not (tmp_path / "probe-file").exists()
 
 
@@ -54,7 +55,8 @@ def test_a_replay_buffer_type_that_would_start_a_process_is_refused(tmp_path, mo
 def test_a_dotted_env_is_refused_rllib_would_import_it(env, tmp_path):
     """RLlib imports a dotted env name ('module.Class') and calls it with env_config."""
     out = post({**BASE, "env": env})
-    assert locs(out) == ["env"] and "RLlib imports a dotted env name" in out["issues"][0]["msg"]
+    assert locs(out) == ["env"]
+    assert "RLlib imports a dotted env name" in out["issues"][0]["msg"]
     # not even under an allowed module: an import path is written 'module:Name'
     allowed = post({**BASE, "env": env}, allowed=["tuner_examples", "os", "subprocess"])
     assert locs(allowed) == ["env"]
@@ -63,14 +65,17 @@ def test_a_dotted_env_is_refused_rllib_would_import_it(env, tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({**BASE, "env": env}))
     result = CliRunner().invoke(cli, ["validate", str(spec), "--no-env", "--no-fit"])
-    assert result.exit_code == 2 and "env" in result.output and env in result.output
+    assert result.exit_code == 2
+    assert "env" in result.output
+    assert env in result.output
 
 
 def test_an_import_path_env_needs_an_allowed_module_also_without_the_env_check(tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({**BASE, "env": "tuner_examples.envs:stateless_cartpole"}))
     refused = CliRunner().invoke(cli, ["validate", str(spec), "--no-env", "--no-fit"])
-    assert refused.exit_code == 2 and "TUNER_ALLOWED_MODULES" in refused.output
+    assert refused.exit_code == 2
+    assert "TUNER_ALLOWED_MODULES" in refused.output
     args = ["validate", str(spec), "--no-env", "--no-fit", "--allow-module", "tuner_examples"]
     allowed = CliRunner().invoke(cli, args)
     assert allowed.exit_code == 0, allowed.output
@@ -112,7 +117,8 @@ def test_the_validator_imports_no_module_a_spec_names(tmp_path, monkeypatch):
     assert locs(post({**BASE, **code})) == ["callbacks.0", "module"]
     callbacks = post({**BASE, **code}, allowed=["tests"])
     assert "spec" in callbacks, callbacks
-    assert not probe.exists() and "tests.probe_import" not in sys.modules
+    assert not probe.exists()
+    assert "tests.probe_import" not in sys.modules
 
 
 @pytest.mark.parametrize(
@@ -135,7 +141,8 @@ def test_search_space_keys_get_the_checks_config_keys_get(space, loc):
 def test_yaml_tags_are_refused_not_decoded():
     body = "name: x\nalgorithm: PPO\nenv: CartPole-v1\nenv_config: {blob: !!binary aGVsbG8=}\n"
     out = post(body, yaml_body=True)
-    assert locs(out) == ["(body)"] and "!!binary" in out["issues"][0]["msg"]
+    assert locs(out) == ["(body)"]
+    assert "!!binary" in out["issues"][0]["msg"]
 
 
 def test_nan_in_config_is_refused_not_stored_as_null():
@@ -151,7 +158,8 @@ def test_a_name_with_a_trailing_newline_is_refused():
 def test_a_grid_of_a_million_points_is_refused():
     grid = {"grid": list(range(1000))}
     out = post({**BASE, "search": {"method": "grid", "space": {"lr": grid, "gamma": grid}}})
-    assert locs(out) == ["search"] and "1000000 trials" in out["issues"][0]["msg"]
+    assert locs(out) == ["search"]
+    assert "1000000 trials" in out["issues"][0]["msg"]
 
 
 def test_integers_beyond_64_bits_are_refused():
@@ -364,4 +372,5 @@ def test_the_validator_over_http_imports_no_allowed_module_either(
     r = client.post("/api/v1/experiments", json=spec)
     assert r.status_code == 201, r.text
     assert client.get("/api/v1/experiments").json()["total"] == 1
-    assert not validator_probe_file.exists() and "tests.probe_import" not in sys.modules
+    assert not validator_probe_file.exists()
+    assert "tests.probe_import" not in sys.modules

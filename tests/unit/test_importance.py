@@ -93,7 +93,8 @@ def test_a_key_that_never_changed_gets_zero():
         t.config.update(clip_param=0.2, vf=1.0)
     for evaluator in EVALUATORS:
         out = importance(trials, space, "max", evaluator=evaluator)
-        assert out["clip_param"] == 0.0 and out["vf"] == 0.0
+        assert out["clip_param"] == 0.0
+        assert out["vf"] == 0.0
         assert list(out)[0] == "lr"
 
 
@@ -108,7 +109,8 @@ def test_mode_min_ranks_the_same_key_first():
     flipped = synthetic(sign=-1.0)  # lower is better now
     for evaluator in EVALUATORS:
         out = importance(flipped, SPACE, "min", evaluator=evaluator)
-        assert list(out)[0] == "lr" and out["lr"] > 0.6
+        assert list(out)[0] == "lr"
+        assert out["lr"] > 0.6
     # PED-ANOVA looks at the best trials: the flipped values under min are the same study
     assert importance(flipped, SPACE, "min", evaluator="ped_anova") == importance(
         synthetic(), SPACE, "max", evaluator="ped_anova"
@@ -209,7 +211,8 @@ def test_200_trials_use_the_small_forest(monkeypatch):
     monkeypatch.setattr(optuna_importance, "FanovaImportanceEvaluator", spy)
     out = importances(synthetic(n=200), SPACE, "max")
     assert built == [{"n_trees": 16, "max_depth": 8, "seed": 0}]
-    assert list(out["fanova"])[0] == "lr" and list(out["ped_anova"])[0] == "lr"
+    assert list(out["fanova"])[0] == "lr"
+    assert list(out["ped_anova"])[0] == "lr"
 
 
 def test_pure_no_ray():

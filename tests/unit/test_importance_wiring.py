@@ -80,18 +80,20 @@ def test_the_summary_ranks_the_search_trials_by_score():
 
     grid = Grid(result(i, c, v) for i, (c, v) in enumerate(configs(30)))
     summary = summarise(spec(), grid, space=SPACE)
-    assert list(summary.importance)[0] == "lr" and summary.importance["lr"] > 0.6
+    assert list(summary.importance)[0] == "lr"
+    assert summary.importance["lr"] > 0.6
     assert list(summary.importance_ped_anova)[0] == "lr"
     assert set(summary.importance) == set(SPACE)
     # the confirmation stage's summary has none of its own
     stage = summarise(spec(), grid, space=dict.fromkeys(SPACE), confirming=True)
-    assert stage.importance == {} and stage.importance_ped_anova == {}
+    assert stage.importance == {}
+    assert stage.importance_ped_anova == {}
     # too few finished trials: nothing to say yet
     assert summarise(spec(), Grid(list(grid)[:3]), space=SPACE).importance == {}
 
 
 def test_the_store_recorder_keeps_a_live_importance(tmp_path):
-    from tuner.tracking._store_callback import StoreRecorder
+    from tuner.tracking import StoreRecorder
 
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     store = Store(url)

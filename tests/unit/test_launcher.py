@@ -109,10 +109,13 @@ def test_the_supervisor_follows_a_job_whose_submit_answer_was_lost(tmp_path):
         sup = service.Supervisor(store, launcher, settings)
         sup.tick()
         rec = store.get_experiment(exp.id)
-        assert rec.status == "RUNNING" and rec.job_id == posts[0] and rec.error is None
+        assert rec.status == "RUNNING"
+        assert rec.job_id == posts[0]
+        assert rec.error is None
         sup.tick()
         rec = store.get_experiment(exp.id)
-        assert rec.status == "RUNNING" and rec.job_id in jobs
+        assert rec.status == "RUNNING"
+        assert rec.job_id in jobs
         assert len(posts) == 1
     finally:
         store.close()
@@ -126,7 +129,7 @@ def test_jobs_and_nodes_requests_load_the_ca_bundle_once(monkeypatch):
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from tuner.launcher._cluster import ClusterNodes
+    from tuner.launcher import ClusterNodes
     from tuner.launcher._jobs import tls_context
 
     class Dashboard(BaseHTTPRequestHandler):
@@ -181,10 +184,12 @@ def test_a_server_error_that_mentions_a_missing_job_is_not_a_missing_job(body):
     jobs = RayJobs("http://ray-head:8265", 1, transport=httpx.MockTransport(failing))
     with pytest.raises(JobsError) as err:
         jobs.status("tuner-x-1")
-    assert err.value.status == 500 and not isinstance(err.value, JobNotFound)
+    assert err.value.status == 500
+    assert not isinstance(err.value, JobNotFound)
     with pytest.raises(JobsError) as err:
         jobs.stop("tuner-x-1")
-    assert err.value.status == 500 and not isinstance(err.value, JobNotFound)
+    assert err.value.status == 500
+    assert not isinstance(err.value, JobNotFound)
     with pytest.raises(JobsError):  # not submitted as if the job were missing
         jobs.submit("tuner-x-1", "python -m tuner.sweep x", env_vars={}, metadata={})
     assert asked == ["GET /api/jobs/tuner-x-1", "POST /api/jobs/tuner-x-1/stop"] + [

@@ -87,8 +87,10 @@ def test_a_resumed_trial_is_scored_on_its_whole_curve_and_the_best_follows(sweep
     assert row.score == pytest.approx(scope_value(whole, "last-5-avg", "max")) != at_six
     assert (row.best_metric, row.metric, row.iterations) == (160.0, 160.0, 16)
     best = store.get_experiment(exp_id).best
-    assert best["trial_id"] == a.trial_id and best["metric_value"] == pytest.approx(row.score)
-    assert best["config"] == {"lr": 0.001} and best["scope"] == "last-5-avg"
+    assert best["trial_id"] == a.trial_id
+    assert best["metric_value"] == pytest.approx(row.score)
+    assert best["config"] == {"lr": 0.001}
+    assert best["scope"] == "last-5-avg"
     assert best["full_config"]["lr"] == 0.001  # the fixed settings with the sampled values
     view = ExperimentView.from_record(store.get_experiment(exp_id), {})
     assert view.best.metric_value == pytest.approx(row.score)
@@ -102,7 +104,8 @@ def test_a_trial_restored_from_an_older_checkpoint_drops_the_iterations_it_train
         rec.on_trial_result(0, [], t, result(it, ret))
     rec.on_trial_result(0, [], t, result(3, 30.0))  # retried from its checkpoint at 2
     row = store.get_trial(exp_id, t.trial_id)
-    assert row.score == pytest.approx((10 + 20 + 30) / 3) and row.best_metric == 30.0
+    assert row.score == pytest.approx((10 + 20 + 30) / 3)
+    assert row.best_metric == 30.0
 
 
 def test_an_at_end_evaluation_metric_is_the_best_so_far_as_soon_as_trials_end(sweep):
@@ -168,10 +171,12 @@ def test_ranked_by_the_final_evaluation_a_trial_that_ran_its_budget_has_its_scor
 
     spec = parse_spec({**SPEC, "stop": {"timesteps_total": 300}, "evaluation": {"at_end": True}})
     ranking = _ranking(spec)
-    assert ranking.final_key == EVAL and ranking.budget_steps == 300
+    assert ranking.final_key == EVAL
+    assert ranking.budget_steps == 300
     ran = [(1, 100, {METRIC: 5.0}), (2, 200, {METRIC: 7.0}), (3, 300, {METRIC: 9.0, EVAL: 500.0})]
     numbers = ranking.of_curve(ran)
-    assert numbers["score"] == 500.0 and numbers["train_score"] == pytest.approx(7.0)
+    assert numbers["score"] == 500.0
+    assert numbers["train_score"] == pytest.approx(7.0)
     assert ranking.of_curve(ran[:2])["score"] is None  # stopped short: ranks below
 
 
@@ -207,7 +212,9 @@ def test_the_recorder_pickles_without_its_caches(sweep):
     rec = recorder(url, exp_id, spec)
     rec.on_trial_result(0, [], trial(0), result(1, 1.0))
     copy = pickle.loads(pickle.dumps(rec))
-    assert copy._curves == {} and copy._store is None and copy.ranking == rec.ranking
+    assert copy._curves == {}
+    assert copy._store is None
+    assert copy.ranking == rec.ranking
     copy.on_trial_result(0, [], trial(0), result(2, 3.0))  # reads its curve back
     assert store.get_trial(exp_id, "t_00000").score == 2.0
 
@@ -257,4 +264,5 @@ def test_the_driver_writes_final_scores_from_the_stores_curve(sweep, tmp_path, m
     rec = store.get_experiment(exp_id)
     whole = scope_value([10.0 * i for i in range(1, 17)], "last-5-avg", "max")
     assert store.get_trial(exp_id, a.trial_id).score == pytest.approx(whole)
-    assert rec.status == "SUCCEEDED" and rec.best["metric_value"] == pytest.approx(whole)
+    assert rec.status == "SUCCEEDED"
+    assert rec.best["metric_value"] == pytest.approx(whole)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from tuner.store import Store
 from tuner.sweep._summary import trial_view_from_result
-from tuner.tracking._store_callback import StoreRecorder
+from tuner.tracking import StoreRecorder
 
 METRIC = "env_runners/episode_return_mean"
 

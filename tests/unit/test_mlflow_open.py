@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-from tuner.tracking._mlflow_writer import RunWriter, open_in_background
+from tuner.tracking import open_in_background
+from tuner.tracking._mlflow_writer import RunWriter
 
 
 @pytest.fixture
@@ -36,7 +37,8 @@ def test_the_store_opened_in_the_background_is_migrated_and_reused(
     uri = f"sqlite:///{db}"
     thread = open_in_background(uri)
     thread.join(timeout=120)
-    assert not thread.is_alive() and thread_errors == []
+    assert not thread.is_alive()
+    assert thread_errors == []
     assert built == ["tuner-mlflow-open"]  # opened there, once
     with sqlite3.connect(db) as con:  # MLflow's migrated schema is there
         tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
@@ -54,6 +56,7 @@ def test_a_store_that_cannot_open_fails_in_the_caller_not_the_thread(
     uri = f"sqlite:///{tmp_path / 'file' / 'mlflow.db'}"
     thread = open_in_background(uri)
     thread.join(timeout=120)
-    assert not thread.is_alive() and thread_errors == []  # nothing escaped the thread
+    assert not thread.is_alive()
+    assert thread_errors == []  # nothing escaped the thread
     with pytest.raises(Exception, match="(?i)file exists|unable to open|directory"):
         RunWriter(uri)

@@ -14,7 +14,8 @@ UI = "http://127.0.0.1:5000"
 def hash_route(url: str) -> tuple[str, dict[str, list[str]]]:
     """(path, query) of the route after the '#', checking nothing sits before it."""
     parts = urlsplit(url)
-    assert parts.query == "" and parts.path == "/", url  # a query before '#' goes unread
+    assert parts.query == "", url
+    assert parts.path == "/", url  # a query before '#' goes unread
     path, _, query = parts.fragment.partition("?")
     return path, parse_qs(query)
 
@@ -38,4 +39,5 @@ def test_no_link_without_a_ui_an_experiment_or_a_run():
     for ui, exp in [(None, "7"), ("", "7"), (UI, None), (UI, "")]:
         assert experiment_url(ui, exp) is None
         assert run_url(ui, exp, "r") is None
-    assert run_url(UI, "7", None) is None and run_url(UI, "7", "") is None
+    assert run_url(UI, "7", None) is None
+    assert run_url(UI, "7", "") is None

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.rllib import build_config
+from tuner.rllib import build_config, flat_defaults_apply
 from tuner.rllib._observations import mean_std_connector
-from tuner.rllib._settings import flat_defaults_apply
 from tuner.spec import SpecError, parse_spec
 from tuner.validation import validate_spec
 
@@ -83,7 +82,7 @@ def test_every_base_setting_names_its_source_and_a_known_algorithm():
 def test_an_envs_base_settings_apply_where_the_spec_sets_none(
     env, algorithm, normalized, most_envs
 ):
-    from tuner.rllib._update_ratio import most_vector_envs
+    from tuner.rllib import most_vector_envs
 
     spec = spec_of(env=env, algorithm=algorithm)
     assert spec.observations_normalized is normalized

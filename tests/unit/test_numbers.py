@@ -45,14 +45,16 @@ def test_exponent_numbers_are_floats_as_yaml_1_2_and_json_read_them(text):
 )
 def test_other_scalars_keep_their_meaning(text, value):
     got = load_yaml_strict(f"a: {text}\n")["a"]
-    assert got == value and type(got) is type(value)
+    assert got == value
+    assert type(got) is type(value)
 
 
 def test_an_exponent_past_a_float_is_still_refused_as_not_finite():
     from tuner.spec import check_data
 
     (issue,) = check_data(load_yaml_strict("config: {lr: 1e999}\n"))
-    assert issue.loc == "config.lr" and "finite" in issue.msg
+    assert issue.loc == "config.lr"
+    assert "finite" in issue.msg
 
 
 def test_pyyamls_own_loaders_are_left_as_they_were():
@@ -63,8 +65,10 @@ def test_pyyamls_own_loaders_are_left_as_they_were():
 
 def test_an_integral_float_fills_an_int_field():
     spec = parse_spec(load_yaml_strict(SPEC + "stop: {timesteps_total: 1e5}\nseed: 1e1\n"))
-    assert spec.stop.timesteps_total == 100000 and type(spec.stop.timesteps_total) is int
-    assert spec.seed == 10 and type(spec.seed) is int
+    assert spec.stop.timesteps_total == 100000
+    assert type(spec.stop.timesteps_total) is int
+    assert spec.seed == 10
+    assert type(spec.seed) is int
 
 
 def test_stop_and_config_written_with_exponents_validate():
@@ -96,7 +100,9 @@ def test_a_string_where_rllibs_default_is_a_number_is_refused_naming_the_setting
     assert "a number (a float: its default is 10.0)" in clip.msg
     assert "without quotes" in clip.msg
     epochs = got["config.num_epochs"]
-    assert epochs.value == "four" and "an int" in epochs.msg and "quotes" not in epochs.msg
+    assert epochs.value == "four"
+    assert "an int" in epochs.msg
+    assert "quotes" not in epochs.msg
     assert got["search.space.minibatch_size"].value == "128"
 
 
@@ -124,7 +130,8 @@ def test_integral_floats_become_ints_where_rllibs_default_is_an_int():
     assert type(config["num_epochs"]) is int
     assert type(config["gamma"]) is float  # RLlib's default gamma is a float
     values = checked.space["minibatch_size"].args
-    assert values == [64, 128] and all(type(v) is int for v in values)
+    assert values == [64, 128]
+    assert all(type(v) is int for v in values)
     dumped = checked.spec.model_dump(mode="json")  # what the API stores and the driver gets
     assert dumped["config"]["train_batch_size_per_learner"] == 1000
 

@@ -40,7 +40,9 @@ def test_an_old_multi_agent_mapping_still_maps():
 
     old = pickle.loads(old_reference("tuner.trials._algorithms", "map_agent"))
     mapping = functools.partial(old, (("a0", "p0"),), "p1")
-    assert old is map_agent and mapping("a0") == "p0" and mapping("a9") == "p1"
+    assert old is map_agent
+    assert mapping("a0") == "p0"
+    assert mapping("a9") == "p1"
 
 
 def test_a_name_that_moved_nowhere_is_an_attribute_error():

@@ -60,10 +60,12 @@ def test_sweep_ids_are_declared_as_the_store_issues_them(schema, tmp_path):
 
 def test_compare_ids_are_a_comma_separated_list_of_distinct_ids(schema):
     ids = parameter(schema, "get", "/api/v1/compare", "ids")
-    assert ids["in"] == "query" and ids["required"] is True
+    assert ids["in"] == "query"
+    assert ids["required"] is True
     assert (ids["style"], ids["explode"]) == ("form", False)  # a,b,c as one value
     declared = ids["schema"]
-    assert declared["type"] == "array" and declared["uniqueItems"] is True
+    assert declared["type"] == "array"
+    assert declared["uniqueItems"] is True
     assert (declared["minItems"], declared["maxItems"]) == (2, compare.MOST)
     sweep_id = parameter(schema, "get", "/api/v1/experiments/{experiment_id}", "experiment_id")
     assert declared["items"]["pattern"] == sweep_id["schema"]["pattern"]

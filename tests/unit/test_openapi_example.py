@@ -74,7 +74,8 @@ def test_the_schema_says_an_rllib_algorithm_needs_an_env(service_app):
     own = {"name": "n", "algorithm": "mypkg.train:loop", "metric": "loss"}
     assert validator.is_valid(own)
     refused = client.post("/api/v1/experiments?dry_run=true", json=rllib)
-    assert refused.status_code == 422 and "env" in refused.text
+    assert refused.status_code == 422
+    assert "env" in refused.text
 
 
 def test_a_sweeps_trials_link_to_a_trials_metrics(service_app):

@@ -116,8 +116,10 @@ def test_the_spec_accepts_exactly_the_registry_names():
 
 def test_every_entry_has_a_default_space_and_what_it_supports():
     for entry in registry.algorithms():
-        assert entry.default_space and entry.space_source, entry.name
-        assert set(entry.actions) <= {"discrete", "continuous"} and entry.actions
+        assert entry.default_space, entry.name
+        assert entry.space_source, entry.name
+        assert set(entry.actions) <= {"discrete", "continuous"}
+        assert entry.actions
     assert registry.get("DQN").actions == ["discrete"]
     assert registry.get("SAC").actions == ["continuous"]
     with pytest.raises(KeyError, match="known: PPO"):
@@ -125,7 +127,7 @@ def test_every_entry_has_a_default_space_and_what_it_supports():
 
 
 def test_every_base_algorithm_has_a_trainable():
-    from tuner.rllib._trainables import TRAINABLES
+    from tuner.rllib import TRAINABLES
 
     assert set(TRAINABLES) == set(registry.base_algorithms())
 
@@ -134,7 +136,8 @@ def test_no_other_module_lists_the_algorithms():
     import tuner.rllib as trainables
 
     # the registry's presets() is the only list of presets (the driver's copy is gone)
-    assert not hasattr(trainables, "presets") and "presets" not in trainables.__all__
+    assert not hasattr(trainables, "presets")
+    assert "presets" not in trainables.__all__
     needle = {"Rainbow_DQN", "Noisy_DQN"}
     offenders = [
         str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if string_constants(p) & needle
@@ -199,13 +202,15 @@ def test_algorithms_route_serves_the_registry(client):
     body = client.get("/api/v1/algorithms").json()
     assert [a["name"] for a in body] == list(registry.names())
     rainbow = next(a for a in body if a["name"] == "Rainbow_DQN")
-    assert rainbow["base_algorithm"] == "DQN" and rainbow["preset_config"]["n_step"] == 3
+    assert rainbow["base_algorithm"] == "DQN"
+    assert rainbow["preset_config"]["n_step"] == 3
     dqn_space = registry.get("DQN").default_space
     assert rainbow["default_space"] == {
         k: v for k, v in dqn_space.items() if k not in rainbow["preset_config"]
     }
     starts = "num_steps_sampled_before_learning_starts"
-    assert starts in dqn_space and starts not in rainbow["default_space"]
+    assert starts in dqn_space
+    assert starts not in rainbow["default_space"]
     assert {"actions", "gpu_learner", "lstm", "performance_defaults"} <= set(rainbow)
 
 
@@ -217,7 +222,9 @@ def test_query_problems_have_the_body_problems_shape(client, query, loc, value):
     response = client.get(f"/api/v1/experiments?{query}")
     assert response.status_code == 422
     [problem] = response.json()["detail"]
-    assert problem["loc"] == loc and problem["value"] == value and problem["msg"]
+    assert problem["loc"] == loc
+    assert problem["value"] == value
+    assert problem["msg"]
 
 
 def test_only_public_ray_apis():

@@ -88,7 +88,9 @@ def test_piped_progress_is_a_whole_tab_separated_line_per_finished_trial():
     # a line as each trial finishes (a header before the first); nothing while one runs
     assert seen == [2, 3, 3]
     text = out.getvalue()
-    assert not ANSI.search(text) and not set(text) & (BOX - {" "}) and "…" not in text
+    assert not ANSI.search(text)
+    assert not set(text) & (BOX - {" "})
+    assert "…" not in text
     lines = [line.split("\t") for line in text.splitlines()]
     assert lines[0] == ["trial", "status", "iter", "env steps", METRIC, *KEYS]
     assert [line[:5] for line in lines[1:]] == [
@@ -107,12 +109,16 @@ def test_piped_progress_is_a_whole_tab_separated_line_per_finished_trial():
 
 def test_whole_values():
     assert whole(None) == "-"
-    assert whole(float("nan")) == "nan" and whole(1e-12) == "1e-12"
-    assert whole(True) == "True" and whole(7) == "7"
-    assert whole("relu") == "relu" and whole("a\tb") == '"a\\tb"'
+    assert whole(float("nan")) == "nan"
+    assert whole(1e-12) == "1e-12"
+    assert whole(True) == "True"
+    assert whole(7) == "7"
+    assert whole("relu") == "relu"
+    assert whole("a\tb") == '"a\\tb"'
     assert whole({"fcnet_hiddens": [64, 64]}) == '{"fcnet_hiddens":[64,64]}'
     # Tune's results hold numpy numbers: written as the numbers they are
-    assert whole(np.float64(16.0)) == "16.0" and whole(np.int64(128)) == "128"
+    assert whole(np.float64(16.0)) == "16.0"
+    assert whole(np.int64(128)) == "128"
     assert whole(np.float32(0.1)) == repr(float(np.float32(0.1)))
 
 
@@ -139,8 +145,10 @@ def test_terminal_table_never_cuts_a_header(width):
     progress = RichProgress(METRIC, KEYS, console=console)
     run(progress)
     live = ANSI.sub("", out.getvalue())
-    assert "\t" not in live and "…" not in live  # the live table, never cut
-    assert "96c77_00002" in live and "TERMINATED" in live
+    assert "\t" not in live
+    assert "…" not in live  # the live table, never cut
+    assert "96c77_00002" in live
+    assert "TERMINATED" in live
     # the table as the live display drew it last, at this width
     final = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
     final.print(progress._table())
@@ -183,7 +191,8 @@ def test_terminal_table_with_one_sampled_value(width, header):
     final.print(progress._table())
     drawn = final.file.getvalue()
     assert header_tokens(drawn) == header
-    assert "┃" in drawn and "…" not in drawn
+    assert "┃" in drawn
+    assert "…" not in drawn
     assert "0.0003162" in drawn  # on a terminal, 4 significant digits
 
 
@@ -201,4 +210,5 @@ def test_progress_pickles_without_its_console():
     progress = RichProgress(METRIC, KEYS, console=Console(file=io.StringIO()))
     run(progress)
     back = pickle.loads(pickle.dumps(progress))
-    assert back.rows.keys() == progress.rows.keys() and back._console is None
+    assert back.rows.keys() == progress.rows.keys()
+    assert back._console is None

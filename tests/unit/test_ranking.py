@@ -9,7 +9,8 @@ import pytest
 
 from tuner.results import scope_value
 from tuner.spec import SpecError, parse_spec
-from tuner.sweep._confirm import confirm_seeds, iqm, pick_candidates, stats
+from tuner.sweep import stats
+from tuner.sweep._confirm import confirm_seeds, iqm, pick_candidates
 from tuner.views import SweepSummary, TrialView
 
 HISTORY = [1.0, 9.0, 2.0, 3.0, 4.0, 5.0, 6.0]
@@ -90,12 +91,13 @@ def test_confirmation_seeds_follow_every_search_seed():
 
 
 def test_searcher_trial_ids_without_an_index_still_get_distinct_seeds():
-    from tuner.rllib._trial_config import trial_index, trial_seed
+    from tuner.rllib import trial_index, trial_seed
 
     assert trial_index("a1b2c_00003") == 3
     ids = ["0e69f590", "2a9d0b55", "64708754", "b1e3626d"]  # optuna's trial ids
     seeds = {trial_seed(0, trial_index(i)) for i in ids}
-    assert len(seeds) == len(ids) and all(s >= 1_000_000 for s in seeds)
+    assert len(seeds) == len(ids)
+    assert all(s >= 1_000_000 for s in seeds)
     assert trial_index("64708754") == trial_index("64708754")  # stable
 
 
@@ -158,7 +160,7 @@ def test_an_own_loops_confirmation_trials_carry_their_confirmation_seeds():
 
     import pandas as pd
 
-    from tuner.rllib._trial_config import CONFIRM_KEY
+    from tuner.rllib import CONFIRM_KEY
     from tuner.sweep import summarise
 
     own = spec(

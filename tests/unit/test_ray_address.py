@@ -13,8 +13,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from tuner.launcher import JobsUnavailable, Launcher, RayJobs, _address
-from tuner.launcher._cluster import ClusterNodes
+from tuner.launcher import ClusterNodes, JobsUnavailable, Launcher, RayJobs, _address
 from tuner.settings import Settings
 
 
@@ -85,7 +84,8 @@ def test_a_gcs_address_is_resolved_once_and_jobs_go_to_its_dashboard(monkeypatch
         return httpx.Response(200, json=[])
 
     jobs = RayJobs("head:6379", 5, transport=httpx.MockTransport(job_server))
-    assert jobs.list() == [] and jobs.list() == []
+    assert jobs.list() == []
+    assert jobs.list() == []
     assert asked == ["http://10.0.0.7:8265/api/jobs/"] * 2
     assert runs.read_text().count("run") == 1  # kept after the first resolution
     read: list[str] = []
@@ -116,7 +116,8 @@ def test_an_unresolvable_address_is_a_transient_error_naming_it(monkeypatch, tmp
     with pytest.raises(JobsUnavailable) as err:  # the supervisor retries these
         jobs.list()
     text = str(err.value)
-    assert "TUNER_RAY_ADDRESS=head:6379" in text and "Timed out while waiting for GCS" in text
+    assert "TUNER_RAY_ADDRESS=head:6379" in text
+    assert "Timed out while waiting for GCS" in text
     assert "http://HEAD:8265" in text  # what to give instead
     with pytest.raises(JobsUnavailable):
         jobs.list()  # answered from the failure just kept, not by a second resolution

@@ -39,7 +39,8 @@ def sources(cls: type) -> str:
 
 @pytest.mark.parametrize("use", PRIVATE_NAMES, ids=lambda u: f"{u.owner}.{u.name}")
 def test_each_private_name_we_use_is_still_there(use):
-    assert use.name.startswith("_") and use.why, use
+    assert use.name.startswith("_"), use
+    assert use.why, use
     owner = owner_of(use)
     if use.kind == "config key":
         from ray.rllib.algorithms.ppo import PPOConfig

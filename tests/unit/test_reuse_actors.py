@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.rllib._trainables import TRAINABLES
+from tuner.rllib import TRAINABLES
 from tuner.spec import SpecError, parse_spec
 from tuner.sweep._tuner import reuses_actors
 
@@ -27,7 +27,8 @@ def test_an_own_training_loop_always_gets_fresh_actors():
         metric="episode_return_mean",
         reuse_actors=True,
     )
-    assert own.custom_algorithm and not reuses_actors(own)
+    assert own.custom_algorithm
+    assert not reuses_actors(own)
 
 
 @pytest.mark.parametrize("algorithm", ["APPO", "IMPALA"])
@@ -52,4 +53,5 @@ def test_every_rllib_trainable_resets_in_place(name):
 def test_a_bad_value_names_the_field():
     with pytest.raises(SpecError) as e:
         _spec(reuse_actors="sometimes")
-    assert "reuse_actors" in str(e.value) and "sometimes" in str(e.value)
+    assert "reuse_actors" in str(e.value)
+    assert "sometimes" in str(e.value)

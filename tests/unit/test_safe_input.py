@@ -4,15 +4,8 @@ import math
 
 import pytest
 
-from tuner.spec import SpecError
-from tuner.spec._safe_input import (
-    INT64_MAX,
-    INT64_MIN,
-    NestingTooDeep,
-    check_data,
-    load_json_strict,
-    load_yaml_strict,
-)
+from tuner.spec import NestingTooDeep, SpecError, check_data, load_json_strict, load_yaml_strict
+from tuner.spec._safe_input import INT64_MAX, INT64_MIN
 
 
 def refusal(load, text, **kw):
@@ -39,7 +32,8 @@ def test_yaml_binary_tag_is_refused_with_line_and_column():
     err = refusal(load_yaml_strict, "name: x\nenv_config:\n  blob: !!binary aGVsbG8=\n")
     (issue,) = err.issues
     assert issue.loc == "(body)"
-    assert "!!binary" in issue.msg and "line 3, column 9" in issue.msg
+    assert "!!binary" in issue.msg
+    assert "line 3, column 9" in issue.msg
 
 
 @pytest.mark.parametrize(
@@ -59,7 +53,8 @@ def test_yaml_binary_tag_is_refused_with_line_and_column():
 )
 def test_every_explicit_yaml_tag_is_refused(text, tag):
     (issue,) = refusal(load_yaml_strict, text).issues
-    assert tag in issue.msg and "line" in issue.msg
+    assert tag in issue.msg
+    assert "line" in issue.msg
 
 
 def test_yaml_anchors_and_aliases_are_refused():
@@ -98,7 +93,8 @@ def test_yaml_too_deep_is_refused():
 )
 def test_broken_yaml_is_a_spec_error(text):
     err = refusal(load_yaml_strict, text)
-    assert err.issues[0].loc == "(body)" and "not valid YAML" in err.issues[0].msg
+    assert err.issues[0].loc == "(body)"
+    assert "not valid YAML" in err.issues[0].msg
 
 
 # ---------------------------------------------------------------- JSON
@@ -130,7 +126,8 @@ def test_json_depth_ignores_brackets_in_strings():
 def test_json_non_finite_literals_are_refused_at_their_path(literal):
     err = refusal(load_json_strict, f'{{"config": {{"lr": 1, "eps": [0, {literal}]}}}}')
     (issue,) = err.issues
-    assert issue.loc == "config.eps.1" and issue.value == literal
+    assert issue.loc == "config.eps.1"
+    assert issue.value == literal
 
 
 def test_json_duplicate_keys_and_syntax_errors_are_refused():
@@ -138,7 +135,8 @@ def test_json_duplicate_keys_and_syntax_errors_are_refused():
     err = refusal(load_json_strict, '{"a": 1')
     assert "line 1, column 8" in err.issues[0].msg
     err = refusal(load_json_strict, '{"a": ' + "9" * 5000 + "}")
-    assert "4300 digits" in err.issues[0].msg and "set_int_max_str_digits" not in str(err)
+    assert "4300 digits" in err.issues[0].msg
+    assert "set_int_max_str_digits" not in str(err)
 
 
 # ---------------------------------------------------------------- values
@@ -186,7 +184,8 @@ def test_check_data_is_bounded():
         deep = [deep]
     assert check_data(deep) == []  # no recursion
     many = check_data([math.nan] * 10_000)
-    assert len(many) == 101 and many[-1].msg == "more problems not shown"
+    assert len(many) == 101
+    assert many[-1].msg == "more problems not shown"
     loop: list = []
     loop.append(loop)
     assert check_data(loop) == []  # a cycle (from Python callers) ends

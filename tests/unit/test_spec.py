@@ -86,7 +86,8 @@ def test_bad_specs_name_the_field_and_value(patch, loc, bad):
 
 def test_grid_needs_grid_method():
     found = issues({**BASE, "search": {"method": "random", "space": {"lr": {"grid": [1, 2]}}}})
-    assert "grid" in str(found[0]) and "search.method" in str(found[0])
+    assert "grid" in str(found[0])
+    assert "search.method" in str(found[0])
 
 
 def test_not_a_mapping():
@@ -96,7 +97,8 @@ def test_not_a_mapping():
 def test_missing_required_fields():
     assert {i.loc for i in issues({"name": "x"})} == {"algorithm"}
     (missing,) = issues({"name": "x", "algorithm": "PPO"})
-    assert missing.loc == "env" and "PPO" in missing.msg  # an RLlib algorithm needs one
+    assert missing.loc == "env"
+    assert "PPO" in missing.msg  # an RLlib algorithm needs one
     # your own training loop may go without an env, but must say what its metric is
     (metric,) = issues({"name": "x", "algorithm": "mypkg.train:loop"})
     assert "metric" in metric.msg
@@ -138,7 +140,8 @@ def test_evaluation_at_end_needs_a_budget_naming_the_field():
             "metric": "evaluation/env_runners/episode_return_mean",
         }
     )
-    assert ok.evaluation.enabled and not ok.evaluation.interval
+    assert ok.evaluation.enabled
+    assert not ok.evaluation.interval
     with pytest.raises(SpecError, match="needs evaluation.interval or at_end"):
         parse_spec(base | {"metric": "evaluation/env_runners/episode_return_mean"})
 

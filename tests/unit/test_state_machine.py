@@ -69,7 +69,8 @@ def test_full_cycle_queued_running_stopping_stopped_running(store):
     assert store.transition(exp, "STOPPED", allowed_from={"STOPPING"})
     assert store.get_experiment(exp).finished_at is not None
     resumed = service.resume(store, exp)
-    assert resumed.status == "QUEUED" and not resumed.stop_requested
+    assert resumed.status == "QUEUED"
+    assert not resumed.stop_requested
     assert resumed.finished_at is None
     assert store.transition(exp, "RUNNING", allowed_from={"QUEUED"})
 
@@ -89,7 +90,8 @@ def test_stop_of_a_finished_sweep_is_a_conflict_and_changes_nothing(store, statu
     with pytest.raises(service.Conflict, match="only QUEUED or RUNNING"):
         service.request_stop(store, exp)
     rec = store.get_experiment(exp)
-    assert rec.status == status and not rec.stop_requested
+    assert rec.status == status
+    assert not rec.stop_requested
 
 
 @pytest.mark.parametrize("status", ["PARTIAL", "STOPPED", "FAILED"])
@@ -161,10 +163,13 @@ def test_a_dead_driver_is_relaunched_until_max_attempts_then_failed(store, tmp_p
         sup.tick()
         rec = store.get_experiment(exp)
         if attempt == 1:
-            assert rec.status in ("QUEUED", "RUNNING") and "resumed" in rec.error
+            assert rec.status in ("QUEUED", "RUNNING")
+            assert "resumed" in rec.error
     rec = store.get_experiment(exp)
-    assert rec.status == "FAILED" and rec.attempts == 2
-    assert "the driver died" in rec.error and len(jobs.jobs) == 2
+    assert rec.status == "FAILED"
+    assert rec.attempts == 2
+    assert "the driver died" in rec.error
+    assert len(jobs.jobs) == 2
 
 
 def test_a_stop_past_its_deadline_is_enforced_through_ray(store, tmp_path):

@@ -99,7 +99,8 @@ def test_the_groups_agree_with_the_state_machine():
     stop = {SweepStatus.STOPPED, SweepStatus.STOPPING}
     assert all(TRANSITIONS[s] & stop for s in statuses.STOPPABLE)
     assert statuses.ACTIVE == set(SweepStatus) - statuses.TERMINAL
-    assert statuses.LAUNCHED < statuses.ACTIVE and Q not in statuses.LAUNCHED
+    assert statuses.LAUNCHED < statuses.ACTIVE
+    assert Q not in statuses.LAUNCHED
     assert statuses.TRIAL_ENDED | statuses.TRIAL_UNFINISHED == set(TrialStatus)
     assert not statuses.TRIAL_ENDED & statuses.TRIAL_UNFINISHED
     assert statuses.in_order(statuses.RESUMABLE) == ["PARTIAL", "STOPPED", "FAILED"]
@@ -114,7 +115,8 @@ def test_a_trial_status_is_ray_tunes_own_word():
 
 def test_a_status_is_its_plain_word_everywhere(tmp_path):
     s = SweepStatus.SUCCEEDED
-    assert s == "SUCCEEDED" and str(s) == f"{s}" == "SUCCEEDED"
+    assert s == "SUCCEEDED"
+    assert str(s) == f"{s}" == "SUCCEEDED"
     assert json.dumps({s: [TrialStatus.ERROR]}) == '{"SUCCEEDED": ["ERROR"]}'
     trial = TrialView(trial_id="t", status="ERROR")
     assert trial.status is TrialStatus.ERROR
@@ -139,7 +141,8 @@ def test_a_status_is_its_plain_word_everywhere(tmp_path):
             assert db.execute(text("SELECT status FROM trials")).scalar() == "RUNNING"
         view = ExperimentView.from_record(store.get_experiment(rec.id), store.trial_counts(rec.id))
         body = json.loads(view.model_dump_json())
-        assert body["status"] == "RUNNING" and body["trial_counts"] == {"RUNNING": 1}
+        assert body["status"] == "RUNNING"
+        assert body["trial_counts"] == {"RUNNING": 1}
     finally:
         store.close()
 

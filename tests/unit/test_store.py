@@ -37,10 +37,16 @@ def test_create_get_roundtrip(store):
     created = make(store)
     got = store.get_experiment(created.id)
     assert got == created
-    assert got.status == "QUEUED" and got.spec == SPEC and got.warnings == ["w1"]
-    assert len(got.id) == 12 and got.attempts == 0 and got.stop_requested is False
-    assert got.created_at.tzinfo is not None and got.created_at.utcoffset().total_seconds() == 0
-    assert got.started_at is None and got.finished_at is None
+    assert got.status == "QUEUED"
+    assert got.spec == SPEC
+    assert got.warnings == ["w1"]
+    assert len(got.id) == 12
+    assert got.attempts == 0
+    assert got.stop_requested is False
+    assert got.created_at.tzinfo is not None
+    assert got.created_at.utcoffset().total_seconds() == 0
+    assert got.started_at is None
+    assert got.finished_at is None
     assert store.get_experiment("nope") is None
 
 
@@ -48,13 +54,17 @@ def test_list_pages_newest_first_with_status_filter_and_total(store):
     ids = [make(store, f"s{i}").id for i in range(5)]
     store.transition(ids[1], "RUNNING", allowed_from={"QUEUED"})
     page, total = store.list_experiments(limit=2)
-    assert total == 5 and [e.id for e in page] == [ids[4], ids[3]]
+    assert total == 5
+    assert [e.id for e in page] == [ids[4], ids[3]]
     page, total = store.list_experiments(limit=2, offset=4)
-    assert total == 5 and [e.id for e in page] == [ids[0]]
+    assert total == 5
+    assert [e.id for e in page] == [ids[0]]
     queued, total = store.list_experiments(status="QUEUED")
-    assert total == 4 and ids[1] not in [e.id for e in queued]
+    assert total == 4
+    assert ids[1] not in [e.id for e in queued]
     running, total = store.list_experiments(status="RUNNING")
-    assert total == 1 and running[0].id == ids[1]
+    assert total == 1
+    assert running[0].id == ids[1]
     assert [e.id for e in store.queued_in_order()] == [ids[0], ids[2], ids[3], ids[4]]
     assert store.count_by_status({"QUEUED", "RUNNING"}) == 5
     assert store.count_by_status({"RUNNING"}) == 1
@@ -66,19 +76,23 @@ def test_transition_is_compare_and_set(store):
     assert store.transition(exp.id, "RUNNING", allowed_from={"QUEUED"})
     assert not store.transition(exp.id, "RUNNING", allowed_from={"QUEUED"})
     running = store.get_experiment(exp.id)
-    assert running.status == "RUNNING" and running.started_at is not None
-    assert running.finished_at is None and running.updated_at >= exp.updated_at
+    assert running.status == "RUNNING"
+    assert running.started_at is not None
+    assert running.finished_at is None
+    assert running.updated_at >= exp.updated_at
 
     assert store.transition(exp.id, "STOPPING", allowed_from={"QUEUED", "RUNNING"})
     assert store.transition(exp.id, "STOPPED", allowed_from={"STOPPING"})
     stopped = store.get_experiment(exp.id)
-    assert "STOPPED" in TERMINAL and stopped.finished_at is not None
+    assert "STOPPED" in TERMINAL
+    assert stopped.finished_at is not None
 
     # Resume: back to QUEUED then RUNNING keeps the first start and clears finished_at.
     assert store.transition(exp.id, "QUEUED", allowed_from=TERMINAL)
     assert store.transition(exp.id, "RUNNING", allowed_from={"QUEUED"})
     resumed = store.get_experiment(exp.id)
-    assert resumed.started_at == running.started_at and resumed.finished_at is None
+    assert resumed.started_at == running.started_at
+    assert resumed.finished_at is None
 
     assert not store.transition("missing", "RUNNING", allowed_from={"QUEUED"})
     with pytest.raises(ValueError, match="unknown experiment status"):
@@ -91,9 +105,13 @@ def test_update_experiment_sets_fields_and_bumps_updated_at(store):
     updated = store.update_experiment(
         exp.id, job_id="raysubmit_1", best=best, attempts=1, stop_requested=True, error="boom"
     )
-    assert updated.job_id == "raysubmit_1" and updated.best == best and updated.attempts == 1
-    assert updated.stop_requested is True and updated.error == "boom"
-    assert updated.updated_at > exp.updated_at and updated.created_at == exp.created_at
+    assert updated.job_id == "raysubmit_1"
+    assert updated.best == best
+    assert updated.attempts == 1
+    assert updated.stop_requested is True
+    assert updated.error == "boom"
+    assert updated.updated_at > exp.updated_at
+    assert updated.created_at == exp.created_at
     assert store.get_experiment(exp.id) == updated
     assert store.update_experiment("missing", error="x") is None
     with pytest.raises(TypeError, match="id"):
@@ -109,9 +127,13 @@ def test_upsert_trial_inserts_then_updates_and_counts(store):
     trials = store.list_trials(exp.id)
     assert [t.trial_id for t in trials] == ["t1", "t2"]
     t1 = store.get_trial(exp.id, "t1")
-    assert t1.status == "TERMINATED" and t1.config == {"lr": 0.2} and t1.node_ip == "10.0.0.1"
-    assert t1.iterations == 7 and t1.env_steps == 7000
-    assert t1.metric is None and t1.best_metric == 120.5
+    assert t1.status == "TERMINATED"
+    assert t1.config == {"lr": 0.2}
+    assert t1.node_ip == "10.0.0.1"
+    assert t1.iterations == 7
+    assert t1.env_steps == 7000
+    assert t1.metric is None
+    assert t1.best_metric == 120.5
     assert store.get_trial(exp.id, "t2").seed == 2**40
     assert store.get_trial(exp.id, "t9") is None
     assert store.trial_counts(exp.id) == {"TERMINATED": 1, "RUNNING": 1}
@@ -132,7 +154,8 @@ def test_metric_points_are_idempotent_per_iteration(store):
     history = store.metric_history(exp.id, "t1")
     assert [p.iteration for p in history] == [1, 2, 3]
     assert history[1] == MetricPoint(iteration=2, values={"ret": 99.0})
-    assert history[2].env_steps == 300 and history[2].time_s == 3.0
+    assert history[2].env_steps == 300
+    assert history[2].time_s == 3.0
 
 
 def test_metric_history_filters_keys(store):
@@ -152,8 +175,10 @@ def test_delete_cascades_to_trials_and_metric_points(store):
     assert store.delete_experiment(exp.id)
     assert not store.delete_experiment(exp.id)
     assert store.get_experiment(exp.id) is None
-    assert store.list_trials(exp.id) == [] and store.metric_history(exp.id, "t1") == []
-    assert len(store.list_trials(keep.id)) == 1 and len(store.metric_history(keep.id, "t1")) == 1
+    assert store.list_trials(exp.id) == []
+    assert store.metric_history(exp.id, "t1") == []
+    assert len(store.list_trials(keep.id)) == 1
+    assert len(store.metric_history(keep.id, "t1")) == 1
 
 
 def test_delete_only_from_allowed_statuses_keeps_everything_otherwise(store):
@@ -164,7 +189,8 @@ def test_delete_only_from_allowed_statuses_keeps_everything_otherwise(store):
     assert len(store.list_trials(exp.id)) == 1  # nothing half-deleted
     assert store.transition(exp.id, "STOPPED", allowed_from={"QUEUED"})
     assert store.delete_experiment(exp.id, allowed_from=TERMINAL)
-    assert store.get_experiment(exp.id) is None and store.list_trials(exp.id) == []
+    assert store.get_experiment(exp.id) is None
+    assert store.list_trials(exp.id) == []
     # a resume that comes after the delete finds nothing to move
     assert not store.transition(exp.id, "QUEUED", allowed_from={"STOPPED"})
 

@@ -38,7 +38,8 @@ def test_a_full_store_is_a_503_and_nothing_is_lost(tmp_path, service_app):
         refused = client.post("/api/v1/experiments", json={**SPEC, "name": "ro-2"})
         assert refused.status_code == 503, refused.text
         detail = refused.json()["detail"]
-        assert "store is unavailable" in detail and "full" in detail, detail
+        assert "store is unavailable" in detail, detail
+        assert "full" in detail, detail
         assert refused.headers["Retry-After"] == "10"
         stop = client.post(f"/api/v1/experiments/{first.json()['id']}/stop")
         assert stop.status_code == 503, stop.text  # the stop is not half-done either

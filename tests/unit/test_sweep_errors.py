@@ -31,7 +31,8 @@ def store(tmp_path):
 def test_a_long_error_keeps_its_last_whole_lines_and_says_it_was_shortened():
     short = last_lines(TRACEBACK)
     first, *rest = short.split("\n")
-    assert first.startswith("[shortened:") and "left out" in first
+    assert first.startswith("[shortened:")
+    assert "left out" in first
     assert len(short) <= ERROR_CHARS + len(first) + 1
     assert rest[0] in TRACEBACK.split("\n")  # a whole line, not the middle of one
     assert short.endswith(
@@ -45,24 +46,24 @@ def test_a_log_tail_cut_mid_word_loses_its_partial_first_line():
     kept = last_lines(tail, cut=True)
     first, second = kept.split("\n")[:2]
     assert first == "[shortened: its start is left out; the end follows]"
-    assert second in TRACEBACK.split("\n") and not tail.startswith(second)
+    assert second in TRACEBACK.split("\n")
+    assert not tail.startswith(second)
 
 
 def test_a_single_overlong_line_keeps_its_end_from_a_word():
     line = " ".join(f"word{i}" for i in range(2000))
     kept = last_lines(line, 100).split("\n")
-    assert (
-        kept[0].startswith("[shortened")
-        and kept[1].startswith("word")
-        and kept[1].endswith("word1999")
-    )
+    assert kept[0].startswith("[shortened")
+    assert kept[1].startswith("word")
+    assert kept[1].endswith("word1999")
 
 
 def test_the_store_keeps_errors_so(store):
     exp = service.submit(store, SPEC, []).id
     store.update_experiment(exp, error=TRACEBACK)
     error = store.get_experiment(exp).error
-    assert error.startswith("[shortened:") and error.endswith("and gave up")
+    assert error.startswith("[shortened:")
+    assert error.endswith("and gave up")
     store.upsert_trial(exp, "t_0", error=TRACEBACK)
     assert store.get_trial(exp, "t_0").error.split("\n")[0].startswith("[shortened:")
 
@@ -144,7 +145,8 @@ def test_a_sweep_that_succeeds_after_a_resume_keeps_the_earlier_end_as_history(
     done = TrialView(trial_id="t_00001", status="TERMINATED", iterations=16, retries=1)
     assert run_driver(monkeypatch, tmp_path, exp_id, lambda rec: None, [done]) == 0
     rec = store.get_experiment(exp_id)
-    assert rec.status == "SUCCEEDED" and rec.error is None
+    assert rec.status == "SUCCEEDED"
+    assert rec.error is None
     assert f"an earlier attempt of this sweep ended early: {earlier}" in rec.warnings
     trial = store.get_trial(exp_id, "t_00001")
     assert (trial.error, trial.retries) == (retried, 1)

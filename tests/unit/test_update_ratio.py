@@ -11,22 +11,22 @@ from typing import Any
 import pytest
 
 from tuner import algorithms as registry
-from tuner.rllib._config import build_config
-from tuner.rllib._fast_replay import debt_for
-from tuner.rllib._settings import flat_defaults_apply, vector_defaults_apply
-from tuner.rllib._trainables import TRAINABLES
-from tuner.rllib._trial_config import HOLD_RATIO_KEY, apply_values
-from tuner.rllib._update_ratio import (
-    MIN_STEPS_PER_ENV,
+from tuner.rllib import (
+    HOLD_RATIO_KEY,
+    TRAINABLES,
+    apply_values,
     as_trial_runs,
+    build_config,
     derived_settings,
-    hold_update_ratio,
+    flat_defaults_apply,
     holds_update_ratio,
-    num_envs_of,
     update_ratio,
+    vector_defaults_apply,
 )
+from tuner.rllib._fast_replay import debt_for
+from tuner.rllib._update_ratio import MIN_STEPS_PER_ENV, hold_update_ratio, num_envs_of
 from tuner.spec import ALGORITHMS, PRESETS, parse_spec, resolve_space
-from tuner.sweep._tuner import trial_params
+from tuner.sweep import trial_params
 
 # every algorithm and preset whose trials sample in rounds on either replay path (DQN and
 # its presets); SAC samples in rounds on the flat path only (its test below)
@@ -85,7 +85,8 @@ def test_sac_on_the_flat_path_holds_rllibs_ratio_in_rounds_of_8():
     assert flat == {"rollout_fragment_length": 8}
     for batch, runners in itertools.product([64, 256], [0, 1]):
         spec = spec_of("SAC", resources={"num_env_runners": runners})
-        assert flat_defaults_apply(spec) and holds_update_ratio(spec)
+        assert flat_defaults_apply(spec)
+        assert holds_update_ratio(spec)
         assert num_envs_of(spec) == 1
         ratio, train_batch, fragment = as_run_flat(spec, {"_train_batch_size_per_learner": batch})
         want_ratio, want_batch = rllib_default_one_env(
@@ -95,7 +96,8 @@ def test_sac_on_the_flat_path_holds_rllibs_ratio_in_rounds_of_8():
         assert ratio == pytest.approx(want_ratio, rel=1e-9) == batch, (batch, runners)
         assert fragment == 8
     own = spec_of("SAC", normalize_observations=True)
-    assert not flat_defaults_apply(own) and not holds_update_ratio(own)
+    assert not flat_defaults_apply(own)
+    assert not holds_update_ratio(own)
     assert HOLD_RATIO_KEY not in trial_params(own)
 
 
@@ -155,7 +157,8 @@ def test_vectorised_flat_defaults_keep_the_ratio_of_the_specs_own_env_count(algo
     assert flat["num_envs_per_env_runner"] > 1
     for batch, runners in itertools.product([32, 256], [0, 1]):
         spec = spec_of(algorithm, resources={"num_env_runners": runners})
-        assert flat_defaults_apply(spec) and holds_update_ratio(spec)
+        assert flat_defaults_apply(spec)
+        assert holds_update_ratio(spec)
         assert num_envs_of(spec) == flat["num_envs_per_env_runner"]
         params = {**trial_params(spec), "_train_batch_size_per_learner": batch}
         assert params["num_envs_per_env_runner"] == flat["num_envs_per_env_runner"]
@@ -202,7 +205,8 @@ def test_flat_defaults_only_where_the_flat_path_runs_and_the_spec_leaves_them(pa
 
 def test_a_spec_setting_the_intensity_keeps_it_with_the_vectorised_defaults():
     spec = spec_of("DQN", config={"training_intensity": 8, "train_batch_size_per_learner": 32})
-    assert flat_defaults_apply(spec) and not holds_update_ratio(spec)
+    assert flat_defaults_apply(spec)
+    assert not holds_update_ratio(spec)
     ratio, batch, fragment = as_run_flat(spec, {})
     assert (ratio, batch) == (pytest.approx(8), 32)
 
@@ -223,7 +227,8 @@ def test_the_default_spaces_sampled_intensity_is_the_ratio_the_trial_runs(flat, 
         for i in space["training_intensity"].args
         for b in space["train_batch_size_per_learner"].args
     }
-    assert min(updates) == 1 / 4 and max(updates) == 1
+    assert min(updates) == 1 / 4
+    assert max(updates) == 1
     for intensity, batch in itertools.product(
         space["training_intensity"].args, space["train_batch_size_per_learner"].args
     ):
@@ -295,7 +300,8 @@ def test_ppo_vectorised_defaults_keep_the_specs_batch_minibatch_and_epochs(batch
     assert PPO_ENVS > 1
     config = {"train_batch_size_per_learner": batch, "minibatch_size": 32, "num_epochs": 3}
     spec = spec_of("PPO", config=config, resources={"num_env_runners": runners})
-    assert vector_defaults_apply(spec) and not flat_defaults_apply(spec)
+    assert vector_defaults_apply(spec)
+    assert not flat_defaults_apply(spec)
     assert num_envs_of(spec) == envs
     cfg = ppo_as_run(spec)
     assert cfg.num_envs_per_env_runner == envs
@@ -392,7 +398,8 @@ def test_the_flat_paths_ratio_and_env_count_are_reported_as_the_trial_ran_them()
     assert resources == {"num_envs_per_env_runner": 8}
     assert set(config) == {"rollout_fragment_length", "training_intensity"}
     again = paste(spec, config, resources)
-    assert num_envs_of(again) == 8 and not holds_update_ratio(again)
+    assert num_envs_of(again) == 8
+    assert not holds_update_ratio(again)
     assert as_run_flat(again, {}) == as_run_flat(spec, {})
 
 
@@ -416,7 +423,7 @@ def test_nothing_is_derived_where_the_spec_set_it():
 
 
 def test_a_confirmation_trials_ratio_is_that_of_its_candidates_values():
-    from tuner.rllib._trial_config import CONFIRM_KEY
+    from tuner.rllib import CONFIRM_KEY
 
     spec = spec_of("DQN", resources={"num_envs_per_env_runner": 1})
     candidate = {"train_batch_size_per_learner": 128}

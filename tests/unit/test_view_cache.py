@@ -58,7 +58,8 @@ def test_concurrent_polls_of_a_missing_view_share_one_render():
         return render.calls, [body(r) for r in await asyncio.gather(*polls)]
 
     calls, bodies = asyncio.run(main())
-    assert calls == 1 and bodies == [1] * 20
+    assert calls == 1
+    assert bodies == [1] * 20
 
 
 def test_a_stale_view_is_refreshed_by_one_poll_while_the_others_get_it_at_once():
@@ -77,8 +78,11 @@ def test_a_stale_view_is_refreshed_by_one_poll_while_the_others_get_it_at_once()
         return first, stale, waited, body(await refreshing), render.calls
 
     first, stale, waited, refreshed, calls = asyncio.run(main())
-    assert first == 1 and stale == [1] * 5 and waited < 1  # the others did not wait
-    assert refreshed == 2 and calls == 2  # the refreshing poll got the new view; one render
+    assert first == 1
+    assert stale == [1] * 5
+    assert waited < 1  # the others did not wait
+    assert refreshed == 2
+    assert calls == 2  # the refreshing poll got the new view; one render
 
 
 def test_a_poll_on_its_own_never_gets_a_view_older_than_the_ttl():
@@ -143,9 +147,12 @@ def test_a_write_drops_cached_views_and_what_a_render_under_way_returns():
         return stale, before_write, after, again, other, render.calls
 
     stale, before_write, after, again, other, calls = asyncio.run(main())
-    assert stale == 1 and before_write == 100
-    assert after == 200 and again == 200  # the pre-write render neither served nor kept
-    assert other == 2 and calls == 4  # another sweep's view untouched
+    assert stale == 1
+    assert before_write == 100
+    assert after == 200
+    assert again == 200  # the pre-write render neither served nor kept
+    assert other == 2
+    assert calls == 4  # another sweep's view untouched
 
 
 def test_a_render_error_reaches_the_polls_that_waited_and_is_not_cached():
@@ -222,7 +229,9 @@ def test_a_polled_view_is_refreshed_in_the_background_and_the_poll_does_not_wait
 
     first, calls_young, calls_refreshed, polled, waited, calls = asyncio.run(main())
     assert (first, calls_young, calls_refreshed) == (1, 1, 2)
-    assert polled == 2 and calls == 2 and waited < 0.5  # served the refreshed body at once
+    assert polled == 2
+    assert calls == 2
+    assert waited < 0.5  # served the refreshed body at once
 
 
 def test_a_view_not_polled_lately_is_not_refreshed():
@@ -239,7 +248,8 @@ def test_a_view_not_polled_lately_is_not_refreshed():
         return render.calls, cache._hot
 
     calls, hot = asyncio.run(main())
-    assert calls == 1 and hot == {}
+    assert calls == 1
+    assert hot == {}
 
 
 def test_a_failed_refresh_stops_refreshing_until_the_next_poll_which_gets_the_error():
@@ -285,7 +295,8 @@ def test_the_refresher_runs_until_cancelled_and_not_at_all_without_a_cache():
         return refreshed, render.calls
 
     refreshed, after_cancel = asyncio.run(main())
-    assert refreshed >= 3 and after_cancel == refreshed
+    assert refreshed >= 3
+    assert after_cancel == refreshed
 
 
 def test_a_cached_poll_takes_no_thread_hop(service_app, monkeypatch):
@@ -309,6 +320,7 @@ def test_a_cached_poll_takes_no_thread_hop(service_app, monkeypatch):
 
     monkeypatch.setattr(dependency_utils, "run_in_threadpool", counting)
     again = client.get(url, headers=headers)
-    assert again.status_code == 200 and again.json() == {"items": []}
+    assert again.status_code == 200
+    assert again.json() == {"items": []}
     assert hops == []
     assert client.get(url).status_code == 401  # the token check still runs
