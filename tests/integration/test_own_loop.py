@@ -10,7 +10,7 @@ import pytest
 from tests.integration._tracking import child_runs, sqlite_tracking
 from tuner.spec import SpecError, parse_spec
 from tuner.sweep import run_sweep
-from tuner.validation._validate import validate_spec
+from tuner.validation import validate_spec
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,8 @@ def test_a_generator_is_swept_scheduled_and_tracked(ray_local, tmp_path):
     assert max(t.iterations for t in summary.trials) == 2
     assert min(t.iterations for t in summary.trials) >= 1
     for trial in summary.trials:
-        assert trial.metric is not None and 1 <= trial.metric <= 50  # max_episode_steps
+        assert trial.metric is not None
+        assert 1 <= trial.metric <= 50  # max_episode_steps
     assert summary.best.metric_value == max(t.score for t in summary.trials)
     children = child_runs(tracking, summary)
     assert len(children) == 2
@@ -72,11 +73,13 @@ def test_a_reporting_function_and_a_trainable_with_checkpoints(ray_local, tmp_pa
     (confirmed,) = summary.confirmation
     search = [t for t in summary.trials if t.stage == "search"]
     runs = {t.trial_id: t for t in summary.trials if t.stage == "confirm"}
-    assert sorted(t.seed for t in search) == [0, 1] and confirmed.seeds == [2, 3]
+    assert sorted(t.seed for t in search) == [0, 1]
+    assert confirmed.seeds == [2, 3]
     assert [runs[i].seed for i in confirmed.trials] == confirmed.seeds
     assert all(runs[i].config == confirmed.config for i in confirmed.trials)
     assert confirmed.scores == [runs[i].score for i in confirmed.trials]
-    assert None not in confirmed.scores and confirmed.mean is not None
+    assert None not in confirmed.scores
+    assert confirmed.mean is not None
 
     spec = own_loop(
         "ReinforceTrainable",
@@ -86,7 +89,8 @@ def test_a_reporting_function_and_a_trainable_with_checkpoints(ray_local, tmp_pa
     summary = run_sweep(spec, storage_path=tmp_path / "class", progress=False)
     assert summary.status == "SUCCEEDED"
     (trial,) = summary.trials
-    assert trial.iterations == 3 and trial.checkpoint
+    assert trial.iterations == 3
+    assert trial.checkpoint
     assert summary.best.checkpoint == trial.checkpoint
     from pathlib import Path
 
@@ -99,7 +103,8 @@ def test_an_own_loop_is_checked_before_it_runs():
     assert [(i.loc, i.value) for i in err.value.issues] == [("algorithm", f"{LOOPS}:reinforce")]
     with pytest.raises(SpecError) as err:
         validate_spec(own_loop("Reinforce"), allowed_modules=["tuner_examples"])
-    assert err.value.issues[0].loc == "algorithm" and "training loop" in err.value.issues[0].msg
+    assert err.value.issues[0].loc == "algorithm"
+    assert "training loop" in err.value.issues[0].msg
     with pytest.raises(SpecError) as err:  # RLlib settings do not apply
         own_loop("reinforce", model={"fcnet_hiddens": [8]})
     assert "model" in str(err.value)

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from tuner.rllib._config import build_config
+from tuner.rllib import build_config
 from tuner.spec import ALGORITHMS, PRESETS, parse_spec
-from tuner.validation._validate import validate_spec
+from tuner.validation import validate_spec
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,8 @@ def test_builds_and_trains_one_iteration(ray_local, algorithm):
     assert result["num_env_steps_sampled_lifetime"] > 0
     learner = result.get("learners", {}).get("default_policy", {})
     losses = [v for k, v in learner.items() if "loss" in k]
-    assert losses and all(math.isfinite(v) for v in losses), learner.keys()
+    assert losses, learner.keys()
+    assert all(math.isfinite(v) for v in losses), learner.keys()
 
 
 @pytest.mark.parametrize("envs", [None, 1], ids=["flat-defaults", "one-env"])
@@ -62,8 +63,8 @@ def test_performance_defaults_train_as_many_samples_per_step_as_rllib(ray_local,
     trains train_batch_size samples per n_step env steps, as RLlib's defaults for one env
     (one step, one update) do, counted from the env steps really sampled (a vector round
     can overshoot); tests/unit/test_update_ratio.py checks every preset by RLlib's formula."""
-    from tuner.rllib._config import trainable_for
-    from tuner.sweep._tuner import trial_params
+    from tuner.rllib import trainable_for
+    from tuner.sweep import trial_params
 
     batch = 16
     spec = parse_spec(
@@ -85,7 +86,8 @@ def test_performance_defaults_train_as_many_samples_per_step_as_rllib(ray_local,
         config = algo.config
         per_round = config.rollout_fragment_length * config.num_envs_per_env_runner
         assert config.num_envs_per_env_runner == (8 if envs is None else 1)
-        assert per_round >= 24 and algo._replay_path == "flat"
+        assert per_round >= 24
+        assert algo._replay_path == "flat"
         result = algo.train()
     finally:
         algo.stop()
@@ -102,8 +104,8 @@ def test_ppo_vectorised_defaults_sample_the_specs_batch_and_evaluate_on_its_envs
     samples one train batch per iteration (up to 7 steps over: a sub-env that resets in a
     vector step samples nothing), trains it for the spec's epochs, and evaluates on the
     spec's own single env."""
-    from tuner.rllib._config import trainable_for
-    from tuner.sweep._tuner import trial_params
+    from tuner.rllib import trainable_for
+    from tuner.sweep import trial_params
 
     batch, epochs, minibatch = 2048, 2, 512
     spec = parse_spec(

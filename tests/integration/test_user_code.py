@@ -10,11 +10,10 @@ import torch
 
 from tests.conftest import TINY_PPO
 from tests.integration._tracking import child_runs, sqlite_tracking
-from tuner.rllib._config import trainable_for
+from tuner.rllib import trainable_for
 from tuner.spec import SpecError, parse_spec
-from tuner.sweep import run_sweep
-from tuner.sweep._tuner import trial_params
-from tuner.validation._validate import validate_spec
+from tuner.sweep import run_sweep, trial_params
+from tuner.validation import validate_spec
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +47,8 @@ def test_callback_metrics_rank_stop_and_reach_mlflow(ray_local, tmp_path):
     assert summary.status == "SUCCEEDED"
     assert [t.iterations for t in summary.trials] == [1, 1]  # stopped by stop.metrics
     for trial in summary.trials:
-        assert trial.metric is not None and 0 < trial.metric < 0.25  # radians, CartPole's limit
+        assert trial.metric is not None
+        assert 0 < trial.metric < 0.25  # radians, CartPole's limit
     assert summary.best.metric_value == min(t.score for t in summary.trials)
     children = child_runs(tracking, summary)
     assert len(children) == 2
@@ -112,14 +112,16 @@ def test_lstm_trains_on_a_partially_observed_env(ray_local, algorithm):
     algo = trainable_for(spec)(config=params)
     try:
         lstms = _lstms_of(algo.get_module())  # one per encoder (policy, value)
-        assert lstms and all(m.hidden_size == 16 and m.input_size == 8 for m in lstms)
+        assert lstms
+        assert all(m.hidden_size == 16 and m.input_size == 8 for m in lstms)
         first = next(m for m in algo.get_module().modules() if isinstance(m, torch.nn.Linear))
         assert first.in_features == 2  # cart position and pole angle only
         result = algo.train()
     finally:
         algo.stop()
     losses = [v for k, v in result["learners"]["default_policy"].items() if "loss" in k]
-    assert losses and all(math.isfinite(v) for v in losses)
+    assert losses
+    assert all(math.isfinite(v) for v in losses)
 
 
 def test_custom_module_gets_the_model_config_with_sampled_values(ray_local, tmp_path):
@@ -184,5 +186,8 @@ def test_own_replay_buffer_by_import_path_trains(ray_local, tmp_path):
     )
     assert summary.status == "SUCCEEDED"
     (trial,) = summary.trials
-    assert trial.status == "TERMINATED" and trial.error is None, trial.error
-    assert trial.iterations == 1 and trial.metric and trial.metric > 0
+    assert trial.status == "TERMINATED", trial.error
+    assert trial.error is None, trial.error
+    assert trial.iterations == 1
+    assert trial.metric
+    assert trial.metric > 0

@@ -5,19 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tuner.rllib._config import build_config
-from tuner.rllib._envs import (
-    ATARI_OBS_SHAPE,
-    _wrapped_creator,
-    check_env,
-    env_name,
-    make_env,
-    split_env_name,
-)
-from tuner.rllib._settings import ATARI_CONV_FILTERS, fixed_settings
+from tuner.rllib import build_config, check_env, fixed_settings, make_env
+from tuner.rllib._envs import ATARI_OBS_SHAPE, _wrapped_creator, env_name, split_env_name
+from tuner.rllib._settings import ATARI_CONV_FILTERS
 from tuner.rllib._trial_config import MODEL_CONFIG_KEY
 from tuner.spec import SpecError, parse_spec
-from tuner.validation._validate import validate_spec
+from tuner.validation import validate_spec
 
 BREAKOUT = {"name": "breakout", "algorithm": "PPO", "env": "ALE/Breakout-v5", "wrappers": "atari"}
 
@@ -38,7 +31,8 @@ def test_wrappers_atari_on_an_ale_id_is_a_spec():
 def test_wrappers_atari_on_a_non_ale_env_names_wrappers():
     found = issues({**BREAKOUT, "env": "CartPole-v1"})
     assert list(found) == ["wrappers"]
-    assert "ALE/Breakout-v5" in found["wrappers"].msg and "CartPole-v1" in found["wrappers"].msg
+    assert "ALE/Breakout-v5" in found["wrappers"].msg
+    assert "CartPole-v1" in found["wrappers"].msg
     assert "wrappers" in issues({**BREAKOUT, "env": "tests.envs:LineEnv"})
 
 
@@ -52,10 +46,13 @@ def test_the_wrapped_env_gives_84x84x4_frames_in_minus_one_to_one():
     try:
         assert env.observation_space.shape == ATARI_OBS_SHAPE
         obs, _ = env.reset(seed=0)
-        assert obs.shape == ATARI_OBS_SHAPE and obs.dtype == np.float32
-        assert -1.0 <= obs.min() and obs.max() <= 1.0
+        assert obs.shape == ATARI_OBS_SHAPE
+        assert obs.dtype == np.float32
+        assert -1.0 <= obs.min()
+        assert obs.max() <= 1.0
         obs, reward, *_ = env.step(env.action_space.sample())
-        assert obs.shape == ATARI_OBS_SHAPE and np.isfinite(reward)
+        assert obs.shape == ATARI_OBS_SHAPE
+        assert np.isfinite(reward)
         assert env.action_space.n == 4  # Breakout's minimal action set
         # RLlib's wrapper skips frames itself: the ALE env under it steps one at a time
         # and has no sticky actions
@@ -88,7 +85,8 @@ def test_the_env_check_builds_the_wrapped_env():
     with pytest.raises(SpecError) as err:
         check_env("ALE/Breakout-v5", {"obs_type": "ram"}, "atari")
     (issue,) = err.value.issues
-    assert issue.loc == "wrappers" and "(128,)" in issue.msg
+    assert issue.loc == "wrappers"
+    assert "(128,)" in issue.msg
 
 
 def test_validate_spec_checks_the_wrapped_env():
@@ -131,7 +129,8 @@ def test_the_specs_own_conv_filters_win(patch):
 def test_no_wrappers_no_atari_defaults():
     spec = parse_spec({**BREAKOUT, "wrappers": None})
     config = build_config(spec)
-    assert config.env == "ALE/Breakout-v5" and config.env_config == {}
+    assert config.env == "ALE/Breakout-v5"
+    assert config.env_config == {}
     assert "conv_filters" not in fixed_settings(spec).get("model_config", {})
 
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tuner.cli import app
 from tuner.spec import SpecError, load_spec
-from tuner.validation._validate import validate_spec
+from tuner.validation import validate_spec
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "experiments").glob("*.yaml"))
 # The example user code (experiments/tuner_examples): a spec naming it runs only where the
@@ -58,7 +58,8 @@ def test_every_example_confirms_its_best_configs_on_fresh_seeds(path):
     multi-agent and PB2 sweeps confirm too, so no example is exempt."""
     confirm = load_spec(path).confirm
     assert confirm is not None, f"{path.name} has no `confirm:`"
-    assert confirm.top_k >= 1 and confirm.seeds >= 2  # a spread needs two seeds
+    assert confirm.top_k >= 1
+    assert confirm.seeds >= 2  # a spread needs two seeds
 
 
 @pytest.mark.parametrize(
@@ -68,7 +69,8 @@ def test_examples_naming_example_code_need_its_module_allowed(path, monkeypatch)
     for name in ("TUNER_ALLOWED_MODULES", "TUNER_ENV_MODULES"):
         monkeypatch.delenv(name, raising=False)
     refused = runner.invoke(app, ["validate", str(path), "--no-fit"])
-    assert refused.exit_code == 2 and EXAMPLE_CODE in refused.output
+    assert refused.exit_code == 2
+    assert EXAMPLE_CODE in refused.output
     assert f"--allow-module {EXAMPLE_CODE}" in path.read_text()  # the spec says how to run it
     allowed = runner.invoke(
         app, ["validate", str(path), "--no-fit", "--allow-module", EXAMPLE_CODE]
@@ -80,7 +82,8 @@ def test_examples_naming_example_code_need_its_module_allowed(path, monkeypatch)
 def test_there_is_a_multi_agent_example():
     examples = [load_spec(p) for p in EXAMPLES]
     multi = [s for s in examples if s.multi_agent is not None]
-    assert multi and all(len(s.multi_agent.policies) > 1 for s in multi)
+    assert multi
+    assert all(len(s.multi_agent.policies) > 1 for s in multi)
     assert any(s.metric.startswith("env_runners/agent_episode_returns_mean/") for s in multi)
 
 
@@ -99,12 +102,15 @@ def test_validate_prints_field_path_and_value(tmp_path):
     )
     result = runner.invoke(app, ["validate", str(bad)])
     assert result.exit_code == 2
-    assert "search.space.lr" in result.output and "[0.1, 0.01]" in result.output
+    assert "search.space.lr" in result.output
+    assert "[0.1, 0.01]" in result.output
 
 
 def test_validate_ok_and_warning():
     result = runner.invoke(app, ["validate", "experiments/rainbow-dqn-cartpole.yaml"])
-    assert result.exit_code == 0 and "ok" in result.output and "noisy" in result.output
+    assert result.exit_code == 0
+    assert "ok" in result.output
+    assert "noisy" in result.output
 
 
 def test_schema_command():
@@ -115,7 +121,8 @@ def test_schema_command():
 
 def test_run_rejects_bad_output_flag():
     result = runner.invoke(app, ["run", "experiments/cartpole-ppo.yaml", "--output", "xml"])
-    assert result.exit_code == 2 and "--output" in result.output
+    assert result.exit_code == 2
+    assert "--output" in result.output
 
 
 @pytest.mark.parametrize(
@@ -140,7 +147,8 @@ def test_a_bad_setting_is_named_not_a_traceback(name, value, tmp_path):
         timeout=120,
     )
     assert out.returncode == 2
-    assert name in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert name in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
     assert not any(tmp_path.iterdir())  # nothing started, nothing written
 
 

@@ -114,7 +114,8 @@ def _documented_args(doc: str, section: str = "Args") -> set[str]:
 
 
 def _check_summary(qualname: str, doc: str | None) -> None:
-    assert doc and doc.strip(), f"{qualname}: no docstring"
+    assert doc, f"{qualname}: no docstring"
+    assert doc.strip(), f"{qualname}: no docstring"
     lines = doc.splitlines()
     assert lines[0].strip(), f"{qualname}: the summary must be the docstring's first line (D212)"
     if len(lines) > 1:

@@ -9,11 +9,10 @@ import random
 import pytest
 
 from tuner import algorithms as registry
-from tuner.rllib._trainables import TRAINABLES
-from tuner.rllib._trial_config import sampled_values
+from tuner.rllib import TRAINABLES, sampled_values
 from tuner.spec import SpecError, parse_spec, resolve_space
-from tuner.sweep._tuner import param_space
-from tuner.validation._validate import validate_spec
+from tuner.sweep import param_space
+from tuner.validation import validate_spec
 
 
 def draw(params: dict, rng: random.Random) -> dict:
@@ -52,7 +51,8 @@ def test_every_default_space_value_arrives_and_is_reported(algorithm):
         built = TRAINABLES[spec.base_algorithm].get_default_config().update_from_dict(trial_config)
         for key, dom in space.items():
             value = reported[key]
-            assert value is not None and dom.contains(value), (algorithm, key, value)
+            assert value is not None, (algorithm, key, value)
+            assert dom.contains(value), (algorithm, key, value)
             assert used_by_rllib(built, key) == value, (algorithm, key)
         # and read back from the config RLlib reports in its results (to_dict())
         assert sampled_values(built.to_dict(), list(space)) == reported
@@ -68,7 +68,8 @@ def test_a_key_a_preset_fixes_leaves_the_default_space():
     assert not {starts, "target_network_update_freq"} & set(space)
     for seed in range(5):  # every trial runs Rainbow's own learning start and target period
         trial_config = draw(param_space(spec, space), random.Random(seed))
-        assert trial_config[starts] == 10000 and trial_config["target_network_update_freq"] == 500
+        assert trial_config[starts] == 10000
+        assert trial_config["target_network_update_freq"] == 500
 
 
 def test_a_key_fixed_under_config_leaves_the_default_space():
@@ -81,11 +82,13 @@ def test_a_key_fixed_under_config_leaves_the_default_space():
         }
     )
     space = resolve_space(spec)
-    assert "train_batch_size_per_learner" not in space and "gamma" not in space
+    assert "train_batch_size_per_learner" not in space
+    assert "gamma" not in space
     assert "actor_lr" in space
     trial_config = draw(param_space(spec, space), random.Random(0))
     built = TRAINABLES["SAC"].get_default_config().update_from_dict(trial_config)
-    assert built.train_batch_size_per_learner == 256 and built.gamma == 0.97
+    assert built.train_batch_size_per_learner == 256
+    assert built.gamma == 0.97
 
 
 def test_a_key_fixed_under_model_leaves_the_default_space(monkeypatch):

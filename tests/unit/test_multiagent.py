@@ -8,15 +8,13 @@ import pickle
 import pytest
 
 from tuner.results import lookup
-from tuner.rllib._config import build_config
-from tuner.rllib._envs import check_env, env_object_problem, load_object
-from tuner.rllib._evaluate import Evaluation
+from tuner.rllib import Evaluation, apply_values, build_config, check_env, load_object
+from tuner.rllib._envs import env_object_problem
 from tuner.rllib._multi_agent import multi_agent_of, policy_mapping_fn
-from tuner.rllib._trial_config import apply_values
 from tuner.spec import SpecError, json_schema, parse_spec
 from tuner.sweep._summary import trial_view_from_result
-from tuner.tracking._mlflow_metrics import result_metrics
-from tuner.validation._validate import validate_spec
+from tuner.tracking import result_metrics
+from tuner.validation import validate_spec
 
 ENV = "tuner_examples.multiagent:MultiCartPole"
 ALLOWED = ["tuner_examples"]
@@ -101,7 +99,8 @@ def test_bad_sections_name_the_field_and_value(section, loc, value):
 def test_a_per_agent_or_per_policy_metric_must_fit_the_section(metric, multi_agent):
     found, text = issues(ma_spec, metric=metric, multi_agent=multi_agent)
     assert found == [("metric", metric)], found
-    assert ("multi_agent" in text) and ("needs" in text or "not one of" in text)
+    assert "multi_agent" in text
+    assert "needs" in text or "not one of" in text
 
 
 def test_per_agent_and_per_policy_metrics_are_accepted():
@@ -131,7 +130,8 @@ def test_config_has_one_module_per_policy_with_the_spec_model():
     from tuner_examples.multiagent import MultiCartPole
 
     config = build_config(ma_spec())
-    assert config.is_multi_agent and list(config.policies) == ["left", "right"]
+    assert config.is_multi_agent
+    assert list(config.policies) == ["left", "right"]
     assert isinstance(config.rl_module_spec, MultiRLModuleSpec)
     assert [config.policy_mapping_fn(a, None) for a in ("cart_0", "cart_1")] == ["left", "right"]
     modules = config.get_multi_rl_module_spec(env=MultiCartPole()).rl_module_specs
@@ -208,7 +208,8 @@ def test_a_multi_agent_env_outside_the_allowed_modules_is_refused_before_import(
     spec = ma_spec(env="tuner_probe_never_imported.envs:Arena")
     found, text = issues(validate_spec, spec, allowed_modules=ALLOWED)
     assert found == [("env", "tuner_probe_never_imported.envs:Arena")]
-    assert "tuner_examples" in text and "cannot import" not in text
+    assert "tuner_examples" in text
+    assert "cannot import" not in text
     assert "tuner_probe_never_imported" not in sys.modules
     found, _ = issues(validate_spec, ma_spec(), allowed_modules=["other_pkg"])
     assert found == [("env", ENV)]
@@ -222,13 +223,15 @@ def test_a_multi_agent_env_needs_the_section():
         ma_spec(multi_agent=None, metric="env_runners/episode_return_mean"),
         allowed_modules=ALLOWED,
     )
-    assert [loc for loc, _ in found] == ["multi_agent"] and "MultiAgentEnv" in text
+    assert [loc for loc, _ in found] == ["multi_agent"]
+    assert "MultiAgentEnv" in text
 
 
 def test_a_single_agent_env_takes_no_section():
     spec = ma_spec(env="CartPole-v1", metric="env_runners/episode_return_mean")
     found, text = issues(validate_spec, spec)
-    assert [loc for loc, _ in found] == ["multi_agent"] and "single-agent" in text
+    assert [loc for loc, _ in found] == ["multi_agent"]
+    assert "single-agent" in text
 
 
 def test_agent_ids_are_checked_against_the_env():
@@ -247,7 +250,8 @@ def test_a_policy_no_agent_uses_is_a_warning():
         multi_agent={"policies": ["left", "right"]},
     )
     (warning,) = validate_spec(spec, allowed_modules=ALLOWED)
-    assert "'right'" in warning and "does not train" in warning
+    assert "'right'" in warning
+    assert "does not train" in warning
 
 
 @pytest.mark.parametrize(
@@ -264,7 +268,8 @@ def test_a_policy_no_agent_uses_is_a_warning():
 def test_rllibs_own_multi_agent_settings_belong_to_the_section(key, value, owner):
     spec = ma_spec(config={**TINY, key: value})
     found, text = issues(validate_spec, spec, allowed_modules=ALLOWED)
-    assert found == [(f"config.{key}", value)] and owner in text
+    assert found == [(f"config.{key}", value)]
+    assert owner in text
 
 
 def test_env_config_errors_of_a_multi_agent_env_are_named():
@@ -343,7 +348,8 @@ def test_a_trial_view_reads_one_agents_return():
         metric="env_runners/agent_episode_returns_mean/cart_1",
         base_seed=0,
     )
-    assert view.metric == 30.0 and view.iterations == 3
+    assert view.metric == 30.0
+    assert view.iterations == 3
 
 
 def test_an_evaluation_scores_the_metrics_agent_or_policy():

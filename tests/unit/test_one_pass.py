@@ -117,7 +117,8 @@ def test_ids_gymnasium_does_not_know():
 
 def test_import_paths_are_left_to_the_envs_build():
     assert env_id_issues("tests.envs:LineEnv") == []
-    assert env_id_issues(None) == [] and env_id_issues(3) == []
+    assert env_id_issues(None) == []
+    assert env_id_issues(3) == []
 
 
 def test_did_you_mean_prefers_the_same_name_in_another_case():

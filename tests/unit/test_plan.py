@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tuner.cli import app as cli
-from tuner.rllib._resources import check_fits
+from tuner.rllib import check_fits
 from tuner.spec import SpecError, parse_spec
-from tuner.validation._plan import plan_spec
+from tuner.validation import plan_spec
 
 GRID = {
     "method": "grid",
@@ -33,14 +33,16 @@ def test_a_3x2_grid_twice_plans_12_trials_and_confirmation_adds_top_k_x_seeds():
         spec(stop={"timesteps_total": 1000}, confirm={"top_k": 3, "seeds": 4}), [{"CPU": 2.0}]
     )
     assert (confirmed.trials, confirmed.confirm_trials) == (12, 12)
-    assert confirmed.max_env_steps == 24_000 and confirmed.fits
+    assert confirmed.max_env_steps == 24_000
+    assert confirmed.fits
 
 
 def test_concurrency_and_what_limits_it():
     two_cpus = spec(resources={"num_env_runners": 1})  # driver + one runner: 2 CPUs a trial
     out = plan_spec(two_cpus, [{"CPU": 5.0}])
     assert out.per_trial == {"CPU": 2.0, "GPU": 0.0}  # GPU named even when none
-    assert out.bundles and out.concurrent == 2
+    assert out.bundles
+    assert out.concurrent == 2
     assert out.limited_by == "CPU"
     capped = plan_spec(spec(max_concurrent_trials=3), [{"CPU": 64.0}])
     assert (capped.concurrent, capped.limited_by) == (3, "max_concurrent_trials")
@@ -59,10 +61,14 @@ def test_a_trial_that_never_fits_names_the_field_and_both_numbers():
         check_fits(big, [{"CPU": 2.0}])
     (issue,) = err.value.issues
     assert issue.loc == "resources.num_env_runners"
-    assert "64 env runners" in issue.msg and "65 CPUs" in issue.msg and "CPU: 2" in issue.msg
+    assert "64 env runners" in issue.msg
+    assert "65 CPUs" in issue.msg
+    assert "CPU: 2" in issue.msg
     out = plan_spec(big, [{"CPU": 2.0}])
-    assert not out.fits and out.problems[0].loc == "resources.num_env_runners"
-    assert out.concurrent == 0 and out.limited_by == "CPU"
+    assert not out.fits
+    assert out.problems[0].loc == "resources.num_env_runners"
+    assert out.concurrent == 0
+    assert out.limited_by == "CPU"
 
 
 def test_validate_and_plan_check_the_fit_unless_told_not_to(tmp_path, monkeypatch):
@@ -80,13 +86,16 @@ def test_validate_and_plan_check_the_fit_unless_told_not_to(tmp_path, monkeypatc
     )
     runner = CliRunner()
     refused = runner.invoke(cli, ["validate", str(path)])
-    assert refused.exit_code == 2 and "resources.num_env_runners" in refused.output
+    assert refused.exit_code == 2
+    assert "resources.num_env_runners" in refused.output
     assert "513 CPUs" in refused.output
     assert runner.invoke(cli, ["validate", str(path), "--no-fit"]).exit_code == 0
     planned = runner.invoke(cli, ["plan", str(path), "--output", "json"])
     assert planned.exit_code == 2
     body = json.loads(planned.stdout)
-    assert body["fits"] is False and body["trials"] == 4 and body["problems"]
+    assert body["fits"] is False
+    assert body["trials"] == 4
+    assert body["problems"]
     assert runner.invoke(cli, ["plan", str(path), "--no-fit"]).exit_code == 0
 
 
@@ -107,7 +116,8 @@ def test_an_autoscaling_cluster_is_checked_against_what_it_can_grow_to(tmp_path,
     )
     runner = CliRunner()
     refused = runner.invoke(cli, ["validate", str(path)], env={"TUNER_CLUSTER_MAX_NODES": ""})
-    assert refused.exit_code == 2 and "resources.num_gpus_per_learner" in refused.output
+    assert refused.exit_code == 2
+    assert "resources.num_gpus_per_learner" in refused.output
     grows = '[{"CPU": 8, "GPU": 1}]'
     ok = runner.invoke(cli, ["validate", str(path)], env={"TUNER_CLUSTER_MAX_NODES": grows})
     assert ok.exit_code == 0, ok.output
@@ -145,11 +155,13 @@ def test_plan_and_the_dry_run_resolve_the_search_space_once(tmp_path, monkeypatc
     path.write_text(json.dumps(body))
     planned = CliRunner().invoke(cli, ["plan", str(path), "--no-fit", "--output", "json"])
     assert planned.exit_code == 0, planned.output
-    assert json.loads(planned.stdout)["trials"] == 12 and resolved == ["grid"]
+    assert json.loads(planned.stdout)["trials"] == 12
+    assert resolved == ["grid"]
     resolved.clear()
     checks = validation.Checks(allowed_modules=[], nodes=[{"CPU": 4.0}], plan=True)
     out = validation.check_body(json.dumps(body).encode(), False, checks)
-    assert out["plan"]["trials"] == 12 and resolved == ["grid"]
+    assert out["plan"]["trials"] == 12
+    assert resolved == ["grid"]
 
 
 def test_the_docs_say_what_the_fit_check_does():
@@ -161,7 +173,8 @@ def test_the_docs_say_what_the_fit_check_does():
 
     root = Path(__file__).resolve().parents[2]
     arch = (root / "docs" / "architecture.md").read_text()
-    assert "does not check the fit" not in arch and "--no-fit" in arch
+    assert "does not check the fit" not in arch
+    assert "--no-fit" in arch
     texts = {
         "docs/spec.md": (root / "docs" / "spec.md").read_text(),
         "docs/architecture.md": arch,
@@ -182,14 +195,17 @@ def test_a_custom_resource_the_cluster_lacks_names_the_setting_that_asks_for_it(
     with pytest.raises(SpecError) as err:
         check_fits(runners, [{"CPU": 8.0}])
     (issue,) = err.value.issues
-    assert issue.loc == "config.custom_resources_per_env_runner" and issue.value == {"fpga": 1}
+    assert issue.loc == "config.custom_resources_per_env_runner"
+    assert issue.value == {"fpga": 1}
     assert "1 fpga per env runner" in issue.msg
-    assert "needs 2 fpga" in issue.msg and "the cluster has 0" in issue.msg
+    assert "needs 2 fpga" in issue.msg
+    assert "the cluster has 0" in issue.msg
     with pytest.raises(SpecError, match="needs 2 fpga; the cluster has 1"):
         check_fits(runners, [{"CPU": 8.0, "fpga": 1.0}])
     check_fits(runners, [{"CPU": 4.0, "fpga": 1.0}, {"CPU": 4.0, "fpga": 1.0}])
     out = plan_spec(runners, [{"CPU": 8.0}])
-    assert not out.fits and out.limited_by == "fpga"
+    assert not out.fits
+    assert out.limited_by == "fpga"
     assert [p.loc for p in out.problems] == ["config.custom_resources_per_env_runner"]
     learners = spec(
         config={"custom_resources_per_learner": {"tpu": 0.5}}, resources={"num_learners": 2}
@@ -198,7 +214,8 @@ def test_a_custom_resource_the_cluster_lacks_names_the_setting_that_asks_for_it(
         check_fits(learners, [{"CPU": 8.0}])
     (issue,) = err.value.issues
     assert issue.loc == "config.custom_resources_per_learner"
-    assert "0.5 tpu per learner" in issue.msg and "needs 1 tpu; the cluster has 0" in issue.msg
+    assert "0.5 tpu per learner" in issue.msg
+    assert "needs 1 tpu; the cluster has 0" in issue.msg
     # short of CPUs as well: the CPUs are named first, as before
     with pytest.raises(SpecError) as err:
         check_fits(runners, [{"CPU": 1.0}])
@@ -226,6 +243,8 @@ def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch)
     assert refused.exit_code == 2, refused.output
     said = " ".join(refused.output.split())  # as rich wrapped it, unwrapped
     assert "resources.num_env_runners: 64 env runners" in said
-    assert "need 65 CPUs" in said and "the cluster has {CPU: 2}" in said
+    assert "need 65 CPUs" in said
+    assert "the cluster has {CPU: 2}" in said
     assert started == []  # no Ray started
-    assert not (data / "ray_results").exists() and not (data / "mlflow.db").exists()
+    assert not (data / "ray_results").exists()
+    assert not (data / "mlflow.db").exists()

@@ -9,9 +9,9 @@ from ray.tune.schedulers.pbt import _explore
 
 from tuner.rllib._trainables import optimizer_lrs, reapply_config_lrs
 from tuner.spec import SpecError, parse_spec
+from tuner.sweep import param_space
 from tuner.sweep._schedulers import build_scheduler
-from tuner.sweep._tuner import param_space
-from tuner.validation._validate import validate_spec
+from tuner.validation import validate_spec
 
 BASE = {"name": "t", "algorithm": "PPO", "env": "CartPole-v1"}
 CONTINUOUS = {
@@ -40,7 +40,8 @@ def test_population_schedulers_refuse_optuna(scheduler):
             scheduler={"type": scheduler},
         )
     (issue,) = exc.value.issues
-    assert issue.loc == "scheduler" and issue.value["type"] == scheduler
+    assert issue.loc == "scheduler"
+    assert issue.value["type"] == scheduler
     assert f"{scheduler!r} cannot be combined with search.method 'optuna'" in issue.msg
 
 
@@ -71,7 +72,8 @@ def test_pb2_with_a_grid_key():
         scheduler={"type": "pb2"},
     )
     (issue,) = engine_issues(s)
-    assert issue.loc == "search.space.num_epochs" and issue.value == "grid[1, 2]"
+    assert issue.loc == "search.space.num_epochs"
+    assert issue.value == "grid[1, 2]"
 
 
 def test_pb2_on_the_default_space_says_so():
@@ -129,7 +131,8 @@ def test_a_space_of_model_keys_only_gives_them_nothing_to_perturb(scheduler):
         scheduler={"type": scheduler},
     )
     (issue,) = engine_issues(s)
-    assert issue.loc == "search.space" and issue.value == ["model.fcnet_hiddens"]
+    assert issue.loc == "search.space"
+    assert issue.value == ["model.fcnet_hiddens"]
 
 
 def _learner(config):

@@ -53,7 +53,8 @@ def test_twelve_stop_resume_delete_at_once_never_500(app, start):
     if 204 in codes:
         assert after is None  # deleted exactly once
     else:
-        assert after is not None and after.status in {"QUEUED", "STOPPED", "STOPPING", "FAILED"}
+        assert after is not None
+        assert after.status in {"QUEUED", "STOPPED", "STOPPING", "FAILED"}
 
 
 def test_too_many_active_sweeps_is_429_naming_the_limit(app):
@@ -125,7 +126,8 @@ def test_too_many_active_sweeps_over_http_is_429_naming_the_limit(service_app):
     refused = client.post("/api/v1/experiments", json=SPEC, headers=auth)
     assert refused.status_code == 429
     (problem,) = refused.json()["detail"]
-    assert "TUNER_MAX_ACTIVE_SWEEPS" in problem["msg"] and "at most 2" in problem["msg"]
+    assert "TUNER_MAX_ACTIVE_SWEEPS" in problem["msg"]
+    assert "at most 2" in problem["msg"]
     assert client.get("/api/v1/experiments", headers=auth).json()["total"] == 2
     client.post(f"/api/v1/experiments/{first.json()['id']}/stop", headers=auth)  # QUEUED: STOPPED
     assert client.post("/api/v1/experiments", json=SPEC, headers=auth).status_code == 201
@@ -141,8 +143,10 @@ def test_asha_rungs_are_limited_by_a_setting(service_app):
     refused = client.post("/api/v1/experiments", json={**SPEC, "scheduler": FORTY_RUNGS})
     assert refused.status_code == 422
     (problem,) = refused.json()["detail"]
-    assert problem["loc"] == "scheduler" and problem["value"] == 40
-    assert "TUNER_MAX_ASHA_RUNGS" in problem["msg"] and "at most 30" in problem["msg"]
+    assert problem["loc"] == "scheduler"
+    assert problem["value"] == 40
+    assert "TUNER_MAX_ASHA_RUNGS" in problem["msg"]
+    assert "at most 30" in problem["msg"]
     assert client.get("/api/v1/experiments").json()["total"] == 0
     roomy = TestClient(service_app(max_asha_rungs=40), base_url="http://127.0.0.1")
     accepted = roomy.post("/api/v1/experiments", json={**SPEC, "scheduler": FORTY_RUNGS})
@@ -150,7 +154,7 @@ def test_asha_rungs_are_limited_by_a_setting(service_app):
 
 
 def test_asha_rung_limit_in_validate_spec():
-    from tuner.validation._validate import validate_spec
+    from tuner.validation import validate_spec
 
     spec = parse_spec({**SPEC, "scheduler": FORTY_RUNGS})
     with pytest.raises(SpecError) as err:
@@ -183,7 +187,8 @@ def test_polled_views_are_served_from_the_cache_within_its_ttl(service_app, path
     client.post(f"/api/v1/experiments/{rec.id}/stop")  # a write drops the sweep's views
     reads.clear()
     after = client.get(url)
-    assert reads and reads[0] == rec.id
+    assert reads
+    assert reads[0] == rec.id
     if not path:
         assert after.json()["status"] == "STOPPED"
 
@@ -196,7 +201,8 @@ def test_the_cli_applies_the_asha_rung_limit_too(tmp_path, monkeypatch):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps({**SPEC, "scheduler": FORTY_RUNGS}))
     refused = CliRunner().invoke(cli, ["validate", str(path), "--no-env", "--no-fit"])
-    assert refused.exit_code == 2 and "TUNER_MAX_ASHA_RUNGS" in refused.output
+    assert refused.exit_code == 2
+    assert "TUNER_MAX_ASHA_RUNGS" in refused.output
     monkeypatch.setenv("TUNER_MAX_ASHA_RUNGS", "40")
     allowed = CliRunner().invoke(cli, ["validate", str(path), "--no-env", "--no-fit"])
     assert allowed.exit_code == 0, allowed.output

@@ -12,7 +12,7 @@ from ray.rllib.core.columns import Columns
 
 from tuner.rllib._trainables import TunerSAC
 from tuner.spec import SpecError, parse_spec
-from tuner.validation._validate import validate_spec
+from tuner.validation import validate_spec
 
 SB3_SHAPE = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", "head_fcnet_hiddens": []}
 
@@ -98,7 +98,8 @@ def test_a_sweeps_sac_defaults_to_sb3s_networks_and_the_spec_wins():
     from tuner.rllib import build_config
 
     built = build_config(spec("SAC")).model_config
-    assert built["q_encoder"] == "auto" and built["fcnet_activation"] == "relu"
+    assert built["q_encoder"] == "auto"
+    assert built["fcnet_activation"] == "relu"
     own = build_config(spec("SAC", model={"q_encoder": "multi_stream", "fcnet_activation": "tanh"}))
     assert own.model_config["q_encoder"] == "multi_stream"
     assert own.model_config["fcnet_activation"] == "tanh"

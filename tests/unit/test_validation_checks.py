@@ -10,6 +10,7 @@ import pytest
 
 import tuner.validation._validate
 from tuner.spec import ExperimentSpec, SpecError
+from tuner.validation import validate_spec
 from tuner.validation._checks import (
     CHECKS,
     check_config_keys,
@@ -17,7 +18,6 @@ from tuner.validation._checks import (
     check_rllib_builds,
     stop_where_problems_stand,
 )
-from tuner.validation._validate import validate_spec
 
 
 def ppo(**fields: object) -> ExperimentSpec:
@@ -52,7 +52,8 @@ def test_the_checks_are_named_functions_each_with_a_docstring():
     names = [check.__name__ for check in CHECKS]
     assert len(set(names)) == len(names), "a check listed twice"
     for check in CHECKS:
-        assert inspect.isfunction(check) and check.__name__ != "<lambda>", check
+        assert inspect.isfunction(check), check
+        assert check.__name__ != "<lambda>", check
         assert check.__module__ == "tuner.validation._checks", check.__name__
         assert (check.__doc__ or "").strip(), f"{check.__name__} has no docstring"
         assert list(inspect.signature(check).parameters) == ["ctx"], check.__name__
