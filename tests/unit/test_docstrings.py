@@ -34,16 +34,9 @@ FACES = [
     "tuner.store",
     "tuner.sweep",
     "tuner.tracking",
-    # tuner.validation: being restructured (its docstrings follow with that work);
+    "tuner.validation",
     # tuner.trials: old import paths only, no __all__
 ]
-
-# names defined in modules being restructured now; their docstrings follow with that work
-EXCLUDED = {
-    "tuner.store.Store",  # tuner/store/_store.py
-    "tuner.store.MetricPoint",  # tuner/views.py
-    "tuner.spec.SpecIssue",  # tuner/views.py
-}
 
 _SECTION = re.compile(r"^(Args|Returns|Yields|Raises|Attributes|Examples?|Notes?):\s*$")
 _ARG = re.compile(r"^\s+(\*{0,2}\w+)(?: \([^)]*\))?:")
@@ -58,8 +51,7 @@ def _public() -> Iterator[tuple[str, Any]]:
                 continue  # constants, instances (tuner.cli.app: a Typer app)
             if not getattr(obj, "__module__", "").startswith("tuner"):
                 continue  # a third-party object re-exported
-            if f"{face}.{name}" not in EXCLUDED:
-                yield f"{face}.{name}", obj
+            yield f"{face}.{name}", obj
 
 
 def _third_party_hook(cls: type, name: str) -> bool:

@@ -70,7 +70,11 @@ def _finite(value: float | None) -> float | None:
 
 
 class Store:
-    """Experiments, trials and metric history in any SQLAlchemy database (SQLite by default)."""
+    """Experiments, trials and metric history in any SQLAlchemy database (SQLite by default).
+
+    Args:
+        url: The database's SQLAlchemy URL (a SQLite file's folder is created if missing).
+    """
 
     def __init__(self, url: str) -> None:
         """Connect to `url` and migrate its schema to the newest revision."""
@@ -104,11 +108,24 @@ class Store:
         warnings: list[str],
         max_active: int | None = None,
     ) -> ExperimentRecord | None:
-        """Record a new sweep, QUEUED. With `max_active`: None, and nothing stored, when
-        that many sweeps are already QUEUED, RUNNING or STOPPING. The count and the insert
-        are one transaction that holds the database's write lock (SQLite: the INSERT
-        takes it before the count; Postgres: an advisory lock first), so requests racing
-        each other, from any process, never store more than `max_active`."""
+        """Record a new sweep, QUEUED.
+
+        With `max_active`: None, and nothing stored, when that many sweeps are already
+        QUEUED, RUNNING or STOPPING. The count and the insert are one transaction that
+        holds the database's write lock (SQLite: the INSERT takes it before the count;
+        Postgres: an advisory lock first), so requests racing each other, from any
+        process, never store more than `max_active`.
+
+        Args:
+            name: The sweep's name.
+            spec: The validated spec, as JSON data.
+            warnings: The validation's warnings, kept with the sweep.
+            max_active: At most this many sweeps QUEUED, RUNNING or STOPPING; None: no
+                limit.
+
+        Returns:
+            The new sweep, or None when `max_active` sweeps are already active.
+        """
         now = utcnow()
         row = ExperimentRow(
             id=uuid.uuid4().hex[:12],
@@ -138,7 +155,14 @@ class Store:
         return ExperimentRecord.model_validate(row)
 
     def get_experiment(self, experiment_id: str) -> ExperimentRecord | None:
-        """The sweep with this id, or None."""
+        """The sweep with this id, or None.
+
+        Args:
+            experiment_id: The sweep's id.
+
+        Returns:
+            The sweep, or None if there is none with this id.
+        """
         with self._sessions() as session:
             row = session.get(ExperimentRow, experiment_id)
             return ExperimentRecord.model_validate(row) if row else None
@@ -146,7 +170,17 @@ class Store:
     def list_experiments(
         self, *, status: str | None = None, limit: int = 50, offset: int = 0
     ) -> tuple[list[ExperimentRecord], int]:
-        """One page of sweeps, newest first, and how many there are in all."""
+        """One page of sweeps, newest first, and how many there are in all.
+
+        Args:
+            status: Only sweeps with this status; None: every sweep. ValueError outside
+                SweepStatus.
+            limit: At most this many sweeps on the page.
+            offset: How many sweeps (newest first) the page skips.
+
+        Returns:
+            The page's sweeps and the number of sweeps (with `status`) in all.
+        """
         query = select(ExperimentRow)
         counting = select(func.count()).select_from(ExperimentRow)
         if status is not None:
@@ -160,7 +194,20 @@ class Store:
         return [ExperimentRecord.model_validate(r) for r in rows], total
 
     def update_experiment(self, experiment_id: str, **fields: Any) -> ExperimentRecord | None:
-        """Set the given fields (and updated_at); the updated sweep, or None if it is gone."""
+        """Set the given fields (and updated_at); the updated sweep, or None if it is gone.
+
+        Args:
+            experiment_id: The sweep's id.
+            **fields: The ExperimentRecord fields to set (not `id` or `created_at`); an
+                error is kept as its last lines.
+
+        Returns:
+            The updated sweep, or None if it is gone.
+
+        Raises:
+            TypeError: A field that is not an experiment field.
+            ValueError: A status outside SweepStatus.
+        """
         unknown = set(fields) - EXPERIMENT_FIELDS
         if unknown:
             raise TypeError(f"not experiment fields: {sorted(unknown)}")
@@ -177,13 +224,28 @@ class Store:
     def transition(
         self, experiment_id: str, to: str, *, allowed_from: set[str], **fields: Any
     ) -> bool:
-        """Atomically move a sweep to status `to` if its status is in `allowed_from` and
-        the state machine (TRANSITIONS) has that change (compare-and-set); whether it
-        moved. `fields` (stop_requested, attempts, error, ...) are written by the same
-        guarded UPDATE: only if the sweep moved. A move to STOPPED or FAILED also marks
-        the sweep's trials still PENDING or RUNNING as PAUSED (FAILED: with a note in
-        their error), in the same transaction. A request the state machine allows from
-        none of `allowed_from` is a programming error: ValueError."""
+        """Atomically move a sweep to status `to` (compare-and-set); whether it moved.
+
+        It moves if its status is in `allowed_from` and the state machine (TRANSITIONS)
+        has that change. `fields` (stop_requested, attempts, error, ...) are written by
+        the same guarded UPDATE: only if the sweep moved. A move to STOPPED or FAILED
+        also marks the sweep's trials still PENDING or RUNNING as PAUSED (FAILED: with a
+        note in their error), in the same transaction.
+
+        Args:
+            experiment_id: The sweep's id.
+            to: The status to move to.
+            allowed_from: The statuses it may move from.
+            **fields: Other fields the move writes (not the status or its times).
+
+        Returns:
+            Whether the sweep moved.
+
+        Raises:
+            ValueError: `to` is outside SweepStatus, or the state machine allows the move
+                from none of `allowed_from` (a programming error).
+            TypeError: A field a transition may not set.
+        """
         to = SweepStatus(_check_status(to))
         unknown = set(fields) - TRANSITION_FIELDS
         if unknown:
@@ -212,7 +274,11 @@ class Store:
             return moved
 
     def queued_in_order(self) -> list[ExperimentRecord]:
-        """QUEUED sweeps, oldest first (submission order)."""
+        """QUEUED sweeps, oldest first (submission order).
+
+        Returns:
+            The QUEUED sweeps, in submission order.
+        """
         query = (
             select(ExperimentRow)
             .where(ExperimentRow.status == SweepStatus.QUEUED.value)
@@ -222,7 +288,14 @@ class Store:
             return [ExperimentRecord.model_validate(r) for r in session.scalars(query)]
 
     def count_by_status(self, statuses: Iterable[str]) -> int:
-        """How many sweeps have one of these statuses."""
+        """How many sweeps have one of these statuses.
+
+        Args:
+            statuses: The statuses to count.
+
+        Returns:
+            The number of sweeps with one of them.
+        """
         query = select(func.count()).where(ExperimentRow.status.in_(_words(statuses)))
         with self._sessions() as session:
             return session.scalar(query) or 0
@@ -230,9 +303,17 @@ class Store:
     def delete_experiment(
         self, experiment_id: str, *, allowed_from: Iterable[str] | None = None
     ) -> bool:
-        """Delete a sweep with its trials and metric points; whether it was deleted. With
-        `allowed_from`, only while its status is one of those (atomically: a concurrent
-        status change waits for this transaction, then finds no row)."""
+        """Delete a sweep with its trials and metric points; whether it was deleted.
+
+        Args:
+            experiment_id: The sweep's id.
+            allowed_from: Delete only while its status is one of those (atomically: a
+                concurrent status change waits for this transaction, then finds no row);
+                None: whatever its status.
+
+        Returns:
+            Whether it was deleted.
+        """
         with self._sessions.begin() as session:
             if allowed_from is not None:
                 claim = (
@@ -256,7 +337,20 @@ class Store:
     # --- trials ----------------------------------------------------------------------------
 
     def upsert_trial(self, experiment_id: str, trial_id: str, **fields: Any) -> None:
-        """Insert or update a trial with the given fields (safe when processes race)."""
+        """Insert or update a trial with the given fields (safe when processes race).
+
+        Args:
+            experiment_id: The sweep's id.
+            trial_id: The trial's id within the sweep.
+            **fields: The trial's columns to set; a new trial gets defaults for the
+                rest (PENDING, the search stage, no iterations). A metric, best_metric,
+                score or train_score that is not finite is stored as None, an error as
+                its last lines.
+
+        Raises:
+            TypeError: A field that is not a trial field.
+            ValueError: A status outside TrialStatus.
+        """
         unknown = set(fields) - TRIAL_FIELDS
         if unknown:
             raise TypeError(f"not trial fields: {sorted(unknown)}")
@@ -279,7 +373,14 @@ class Store:
         self._write(work)
 
     def list_trials(self, experiment_id: str) -> list[TrialView]:
-        """A sweep's trials, ordered by trial id."""
+        """A sweep's trials, ordered by trial id.
+
+        Args:
+            experiment_id: The sweep's id.
+
+        Returns:
+            Its trials, ordered by trial id.
+        """
         query = (
             select(TrialRow)
             .where(TrialRow.experiment_id == experiment_id)
@@ -289,13 +390,28 @@ class Store:
             return [TrialView.model_validate(r) for r in session.scalars(query)]
 
     def get_trial(self, experiment_id: str, trial_id: str) -> TrialView | None:
-        """One trial, or None."""
+        """One trial, or None.
+
+        Args:
+            experiment_id: The sweep's id.
+            trial_id: The trial's id within the sweep.
+
+        Returns:
+            The trial, or None if there is none.
+        """
         with self._sessions() as session:
             row = session.get(TrialRow, (experiment_id, trial_id))
             return TrialView.model_validate(row) if row else None
 
     def trial_counts(self, experiment_id: str) -> dict[str, int]:
-        """How many of a sweep's trials are in each status."""
+        """How many of a sweep's trials are in each status.
+
+        Args:
+            experiment_id: The sweep's id.
+
+        Returns:
+            Status -> number of trials, for the statuses its trials have.
+        """
         query = (
             select(TrialRow.status, func.count())
             .where(TrialRow.experiment_id == experiment_id)
@@ -309,7 +425,14 @@ class Store:
     def add_metric_points(
         self, experiment_id: str, trial_id: str, points: list[MetricPoint]
     ) -> None:
-        """Record iterations of a trial; an iteration reported again replaces the old row."""
+        """Record iterations of a trial; an iteration reported again replaces the old row.
+
+        Args:
+            experiment_id: The sweep's id.
+            trial_id: The trial's id within the sweep.
+            points: The iterations' metric points; within one call the last point of an
+                iteration wins. Non-finite values are dropped.
+        """
         latest = {p.iteration: p for p in points}  # within one call, the last one wins too
         if not latest:
             return
@@ -341,7 +464,16 @@ class Store:
     def metric_history(
         self, experiment_id: str, trial_id: str, *, keys: list[str] | None = None
     ) -> list[MetricPoint]:
-        """A trial's metric points by iteration; `keys` keeps only those metric values."""
+        """A trial's metric points by iteration; `keys` keeps only those metric values.
+
+        Args:
+            experiment_id: The sweep's id.
+            trial_id: The trial's id within the sweep.
+            keys: Keep only these metric values in each point; None: all of them.
+
+        Returns:
+            The trial's metric points, ordered by iteration.
+        """
         query = (
             select(MetricPointRow)
             .where(MetricPointRow.experiment_id == experiment_id)
@@ -356,7 +488,16 @@ class Store:
         return points
 
     def metric_series(self, experiment_id: str, key: str) -> dict[str, list[tuple[int, float]]]:
-        """Every trial's curve of one metric: trial_id -> [(env_steps, value), ...]."""
+        """Every trial's curve of one metric: trial_id -> [(env_steps, value), ...].
+
+        Args:
+            experiment_id: The sweep's id.
+            key: The metric's name.
+
+        Returns:
+            trial_id -> [(env_steps, value), ...] by iteration, for every trial with
+            metric points (empty where none has `key`).
+        """
         query = (
             select(MetricPointRow.trial_id, MetricPointRow.env_steps, MetricPointRow.values)
             .where(MetricPointRow.experiment_id == experiment_id)

@@ -1,7 +1,9 @@
-"""The one validation pipeline: strict parsing of untrusted text, the spec's schema, the
-semantic checks that need RLlib (its keys, code references, a dry build of the config
-and the env), then the fit and the plan (`check_source`). CLI `validate` / `plan` /
-`run`, REST POST, the dry run and the web form all go through it.
+"""The one validation pipeline (`check_source`).
+
+Strict parsing of untrusted text, the spec's schema, the semantic checks that need RLlib
+(its keys, code references, a dry build of the config and the env), then the fit and the
+plan. CLI `validate` / `plan` / `run`, REST POST, the dry run and the web form all go
+through it.
 
 The API process imports this package for the pipeline's entry points, which it runs in
 a worker process: `validate_spec` and `plan_spec`, which import RLlib, load on first use.

@@ -36,36 +36,64 @@ from tuner.views import Issue, Plan
 
 @dataclass
 class Checks:
-    """What the pipeline checks beyond the schema, and against what."""
+    """What the pipeline checks beyond the schema, and against what.
 
-    allowed_modules: list[str] | None = None  # None: code references are not checked
-    nodes: list[dict[str, float]] | None = None  # the target nodes; None: not known
-    check_fit: bool = True  # whether one trial must fit the nodes
-    build_env: bool = True  # build the env once (RLlib's check of its spaces)
-    import_user_code: bool = True  # False in the API's worker: nothing a spec names
-    max_trials: int | None = None  # the service's limits
+    Attributes:
+        allowed_modules: The modules the spec's code may come from; None: code
+            references are not checked.
+        nodes: The target nodes; None: not known.
+        check_fit: Whether one trial must fit the nodes.
+        build_env: Build the env once (RLlib's check of its spaces).
+        import_user_code: Whether a module the spec names may be imported; False in the
+            API's worker: nothing a spec names.
+        max_trials: The service's limit of trials per sweep; None: no limit.
+        max_asha_rungs: The service's limit of ASHA rungs; None: no limit.
+        plan: Also plan it (the fit is then part of the plan, not an issue).
+        tracking_uri: MLflow: where a warm start's earlier sweep is found.
+    """
+
+    allowed_modules: list[str] | None = None
+    nodes: list[dict[str, float]] | None = None
+    check_fit: bool = True
+    build_env: bool = True
+    import_user_code: bool = True
+    max_trials: int | None = None
     max_asha_rungs: int | None = None
-    plan: bool = False  # also plan it (the fit is then part of the plan, not an issue)
-    tracking_uri: str | None = None  # MLflow: where a warm start's earlier sweep is found
+    plan: bool = False
+    tracking_uri: str | None = None
 
 
 @dataclass
 class Checked:
-    """The pipeline's answer: the spec and what it resolved, or every problem found."""
+    """The pipeline's answer: the spec and what it resolved, or every problem found.
+
+    Attributes:
+        spec: The parsed spec; None if it is not one.
+        space: Its resolved search space, by parameter.
+        warnings: The validation's warnings (and a warm start's).
+        plan: The plan, when `Checks.plan` asked for one and no problem was found.
+        issues: Every problem found; empty if none.
+        too_deep: The text was nested too deep (HTTP 413).
+    """
 
     spec: ExperimentSpec | None = None
     space: dict[str, Domain] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     plan: Plan | None = None
     issues: list[Issue] = field(default_factory=list)
-    too_deep: bool = False  # the text was nested too deep (HTTP 413)
+    too_deep: bool = False
 
     @property
     def ok(self) -> bool:
+        """Whether no problem was found."""
         return not self.issues
 
     def error(self) -> SpecError:
-        """The problems as one SpecError."""
+        """The problems as one SpecError.
+
+        Returns:
+            A SpecError carrying every issue.
+        """
         return SpecError(self.issues)
 
 

@@ -17,9 +17,11 @@ class Problem(_View):
 
 
 class Issue(_View):
-    """One problem with a spec or a request: where (a dotted field path, or a
-    parameter's name), what, and the value that was refused. Every 422 lists these;
-    `tuner.spec.SpecError` carries them (as `SpecIssue`, this model)."""
+    """One problem with a spec or a request: where, what, and the value that was refused.
+
+    Where: a dotted field path, or a parameter's name. Every 422 lists these;
+    `tuner.spec.SpecError` carries them (as `SpecIssue`, this model).
+    """
 
     loc: str = Field(..., description="Dotted field path, e.g. search.space.lr.")
     msg: str = Field(..., description="What is wrong.")
