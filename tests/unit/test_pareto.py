@@ -157,7 +157,7 @@ def test_every_objective_is_checked_as_the_metric_is():
 
 
 def test_fronts_that_would_mislead_are_warned_about():
-    from tuner.validation._objectives import objective_warnings
+    from tuner.validation._issues import objective_warnings
 
     spec = parse_spec({**BASE, "objectives": TWO, "scheduler": {"type": "asha"}})
     said = " ".join(objective_warnings(spec))

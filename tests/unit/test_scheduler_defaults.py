@@ -120,7 +120,7 @@ def test_the_plan_shows_the_scheduler_in_force_and_what_was_derived():
 
 
 def _warnings(scheduler: dict, stop: dict, config: dict | None = None) -> list[str]:
-    from tuner.validation._scheduler import scheduler_warnings
+    from tuner.validation._issues import scheduler_warnings
 
     spec = parse_spec(
         {

@@ -47,13 +47,13 @@ from tuner.validation._issues import (
     fixed_and_searched,
     limit_issues,
     normalize_issues,
+    objective_warnings,
     population_issues,
     q_encoder_issues,
     rllib_defaults,
+    scheduler_warnings,
     unknown_setting,
 )
-from tuner.validation._objectives import objective_warnings
-from tuner.validation._scheduler import scheduler_warnings
 
 
 @dataclass

@@ -1,14 +1,20 @@
-"""What a spec gets wrong that text and registries can tell: each function returns the
-issues it finds (tuner.spec.SpecIssue), and builds or imports nothing a spec names (it
-reads RLlib's default configs and gymnasium's registry). The checks (_checks.py) and the
-pipeline's stage for data that is no spec (`unparsed_spec_issues`) call them."""
+"""What a spec gets wrong, or risks, that text and registries can tell.
+
+Each function returns the issues it finds (tuner.spec.SpecIssue), or the warnings (a
+scheduler that stops trials short of their budget, a Pareto front that misleads), and
+builds or imports nothing a spec names (it reads RLlib's default configs and gymnasium's
+registry). The checks (_checks.py) and the pipeline's stage for data that is no spec
+(`unparsed_spec_issues`) call them."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from tuner import algorithms as registry
+from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
 from tuner.rllib import (
     MODEL_PREFIX,
     Q_ENCODER,
@@ -22,6 +28,7 @@ from tuner.spec import (
     POPULATION_SCHEDULERS,
     ExperimentSpec,
     SpecIssue,
+    budget_in,
     check_code_refs,
     check_space_code_refs,
     did_you_mean,
@@ -349,3 +356,113 @@ def _no_user_code(path: str) -> str:
         f"this service imports no user code (set TUNER_ALLOWED_MODULES={module}; "
         f"`tuner run --allow-module {module}`)"
     )
+
+
+# -- what makes a scheduler stop trials short of their budget: warnings, never errors.
+# A scheduler counts progress in its `time_attr`; the budget-aware defaults
+# (tuner/spec/scheduler_defaults.yaml) apply only where the stop criteria give a budget
+# in that unit. Each warning names the setting and what it does to the trials.
+
+# A budget's stop criterion and its unit as a person reads it, by the result key.
+_BUDGETS = {
+    STEP_KEY: ("stop.timesteps_total", "env steps"),
+    ITERATION_KEY: ("stop.training_iteration", "iterations"),
+    "time_total_s": ("stop.time_total_s", "s"),
+}
+# Algorithms whose iteration samples train_batch_size_per_learner env steps per learner.
+_ON_POLICY = ("PPO", "APPO", "IMPALA")
+
+
+def scheduler_warnings(spec: ExperimentSpec, space: dict[str, Domain]) -> list[str]:
+    """Where the scheduler in force stops trials short of their budget: a time_attr with
+    no budget in its unit (the fixed fallbacks apply), an own max_t below the budget, or
+    a stop.training_iteration that ends on-policy trials before stop.timesteps_total."""
+    sched = resolved_scheduler(spec, space)
+    if sched.type not in ("asha", "median"):
+        return []
+    out = []
+    unit = sched.time_attr or ITERATION_KEY
+    given = [key for key in _BUDGETS if budget_in(spec, key)]
+    if not budget_in(spec, unit) and given:
+        field, words = _BUDGETS[given[0]]
+        settings = (
+            f"grace_period {sched.grace_period}, max_t {sched.max_t}"
+            if sched.type == "asha"
+            else f"grace_period {sched.grace_period}"
+        )
+        out.append(
+            f"scheduler.time_attr {unit}: the budget is {field} ({budget_in(spec, given[0]):g} "
+            f"{words}), not in {unit}, so {sched.type} falls back to {settings} {unit}: "
+            "leave time_attr out to count progress in the budget's unit"
+        )
+    budget = budget_in(spec, unit)
+    if sched.type == "asha" and budget and sched.max_t and sched.max_t < budget:
+        field, words = _BUDGETS[unit]
+        out.append(
+            f"scheduler.max_t ({sched.max_t:g}) ends every trial short of its budget, "
+            f"{field} ({budget:g} {words})"
+        )
+    short = _iterations_cut_steps(spec, space)
+    if short:
+        out.append(short)
+    return out
+
+
+def _iterations_cut_steps(spec: ExperimentSpec, space: dict[str, Domain]) -> str | None:
+    """A warning where stop.training_iteration ends an on-policy trial (a fixed number of
+    env steps per iteration) before stop.timesteps_total; None where it cannot or need
+    not tell."""
+    stop = spec.stop
+    if not (stop.training_iteration and stop.timesteps_total):
+        return None
+    if spec.base_algorithm not in _ON_POLICY or spec.custom_algorithm:
+        return None
+    key = "train_batch_size_per_learner"
+    dom = space.get(key)
+    if dom is not None:
+        numbers = [v for v in (dom.args if dom.kind in ("choice", "grid") else dom.args[:1])]
+        if not all(isinstance(v, int | float) for v in numbers):
+            return None
+        batch = min(numbers)
+    else:
+        batch = spec.config.get(key) or default_config(spec.base_algorithm).total_train_batch_size
+    learners = max(1, int(spec.resources.num_learners or 1))
+    reach = stop.training_iteration * batch * learners
+    if reach >= stop.timesteps_total:
+        return None
+    need = math.ceil(stop.timesteps_total / (batch * learners))
+    some = "some trials (the smallest rollout)" if dom is not None else "every trial"
+    return (
+        f"stop.training_iteration ({stop.training_iteration}) ends {some} at "
+        f"{reach:g} env steps, short of stop.timesteps_total ({stop.timesteps_total}): "
+        f"{key} {batch:g} needs {need} iterations"
+    )
+
+
+# -- what makes a sweep's Pareto front mislead (`objectives`): warnings, never errors
+
+# results that only grow: under any scope but `last` a trial's value is not its total
+_RUNNING_TOTAL = re.compile(r"(^|/)(time_total_s|timesteps_total|training_iteration)$|_lifetime$")
+
+
+def objective_warnings(spec: ExperimentSpec) -> list[str]:
+    """What makes a Pareto front mislead: a running total ranked under a scope other
+    than `last`, and a scheduler that stops trials early (a trial stopped early looks
+    cheap on every cost objective)."""
+    if not spec.objectives:
+        return []
+    out = []
+    if spec.scope != "last":
+        totals = [o.metric for o in spec.objectives if _RUNNING_TOTAL.search(o.metric)]
+        if totals:
+            out.append(
+                f"objectives {', '.join(totals)} only grow: under scope {spec.scope!r} a "
+                "trial's value is not its total (use scope: last)"
+            )
+    if spec.scheduler.type in ("asha", "median"):
+        out.append(
+            f"scheduler {spec.scheduler.type} stops trials early by the first objective: a "
+            "trial stopped early looks cheap on the others and can join the Pareto front "
+            "(use scheduler fifo)"
+        )
+    return out
