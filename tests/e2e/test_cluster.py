@@ -116,8 +116,12 @@ def test_sweep_spreads_over_both_nodes_as_a_ray_job_and_survives_api_restart(clu
 
     data = cluster["tmp"] / "data"
     spec = tiny("cluster", iterations=4)
-    spec["config"]["min_time_s_per_iteration"] = 1
+    spec["config"]["min_time_s_per_iteration"] = 2
     spec["resources"] = {"placement_strategy": "SPREAD"}
+    # each trial in its own actor on its own placement group: with actor reuse (the
+    # default) the trial whose actor starts first may run the other trial too once it
+    # ends, on its node, while the other node's actor is still importing (a loaded host)
+    spec["reuse_actors"] = False
     spec["checkpoint"] = {"frequency": 1}
     first = Server(data, TUNER_RAY_ADDRESS=cluster["address"]).start()
     try:

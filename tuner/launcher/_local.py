@@ -4,12 +4,15 @@ is given (`tuner run` starts it while RLlib is imported on a thread)."""
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
 
 from tuner.ray_internals import no_prestarted_workers
+
+logger = logging.getLogger(__name__)
 
 
 def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -39,14 +42,41 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         )
     else:
         # "local": a new Ray of our own, even if another (say, a tuner serve head) runs here
-        ray.init(
-            address="local",
-            num_cpus=num_cpus,
-            include_dashboard=False,
-            log_to_driver=False,
-            **no_prestarted_workers(),
-        )
+        _start_local_ray(num_cpus)
         atexit.register(stop_local_ray)  # runs before Ray's own exit hook (registered earlier)
+
+
+# Ray gives a new local node 30 s to register with its GCS, then gives up; on a host
+# whose cores are all busy that can pass. A start that timed out is tried again.
+STARTUP_TIMED_OUT = "timed out during startup"
+LOCAL_STARTS = 3
+
+
+def _start_local_ray(num_cpus: int | None) -> None:
+    """A local Ray of our own, tried up to LOCAL_STARTS times when its node times out
+    registering (any other failure is raised at once)."""
+    import ray
+
+    for attempt in range(1, LOCAL_STARTS + 1):
+        try:
+            ray.init(
+                address="local",
+                num_cpus=num_cpus,
+                include_dashboard=False,
+                log_to_driver=False,
+                **no_prestarted_workers(),
+            )
+            return
+        except Exception as err:
+            if STARTUP_TIMED_OUT not in str(err) or attempt == LOCAL_STARTS:
+                raise
+            logger.warning(
+                "the local Ray's node timed out starting (a busy host?): starting it "
+                "again (%d of %d)",
+                attempt + 1,
+                LOCAL_STARTS,
+            )
+            ray.shutdown()
 
 
 def stop_local_ray() -> None:
