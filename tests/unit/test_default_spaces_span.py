@@ -17,6 +17,14 @@ import pytest
 from tuner.algorithms import default_space
 from tuner.search_spaces import Domain
 
+DQN_ACROBOT_LUNAR = {
+    "lr": 6.3e-4,
+    "gamma": 0.99,
+    "train_batch_size_per_learner": 128,
+    "target_network_update_freq": 250,
+    "num_steps_sampled_before_learning_starts": 0,
+    "model.fcnet_hiddens": [256, 256],
+}
 TUNED = {
     ("PPO", "CartPole-v1"): {
         "lr": 1e-3,
@@ -27,22 +35,9 @@ TUNED = {
         "train_batch_size_per_learner": 32 * 8,
         "minibatch_size": 256,
     },
-    ("DQN", "Acrobot-v1"): {
-        "lr": 6.3e-4,
-        "gamma": 0.99,
-        "train_batch_size_per_learner": 128,
-        "target_network_update_freq": 250,
-        "num_steps_sampled_before_learning_starts": 0,
-        "model.fcnet_hiddens": [256, 256],
-    },
-    ("DQN", "LunarLander-v3"): {
-        "lr": 6.3e-4,
-        "gamma": 0.99,
-        "train_batch_size_per_learner": 128,
-        "target_network_update_freq": 250,
-        "num_steps_sampled_before_learning_starts": 0,
-        "model.fcnet_hiddens": [256, 256],
-    },
+    # rl-zoo3 tunes Acrobot-v1 and LunarLander with the same values
+    ("DQN", "Acrobot-v1"): DQN_ACROBOT_LUNAR,
+    ("DQN", "LunarLander-v3"): DQN_ACROBOT_LUNAR,
     ("DQN", "MountainCar-v0"): {
         "lr": 4e-3,
         "gamma": 0.98,

@@ -50,34 +50,26 @@ def test_only_a_trial_that_ran_its_budget_has_a_final_score():
     assert final_score(s, ran.drop(columns=[EVAL]), EVAL) is None
 
 
+def objectives_spec(stop: dict) -> dict:
+    """A spec ranked by an evaluation objective and a cost, with these stop criteria."""
+    return {
+        "name": "objectives",
+        "algorithm": "PPO",
+        "env": "CartPole-v1",
+        "objectives": [
+            {"metric": "evaluation/env_runners/episode_return_mean", "mode": "max"},
+            {"metric": "time_total_s", "mode": "min"},
+        ],
+        "stop": stop,
+    }
+
+
 def test_an_evaluation_objective_takes_the_default_final_evaluation():
     """The default at_end is in place before the objectives are checked: an evaluation
     objective with a budget needs no evaluation section."""
-    spec = parse_spec(
-        {
-            "name": "objectives",
-            "algorithm": "PPO",
-            "env": "CartPole-v1",
-            "objectives": [
-                {"metric": "evaluation/env_runners/episode_return_mean", "mode": "max"},
-                {"metric": "time_total_s", "mode": "min"},
-            ],
-            "stop": {"timesteps_total": 30000},
-        }
-    )
+    spec = parse_spec(objectives_spec({"timesteps_total": 30000}))
     assert spec.evaluation.at_end is True
     assert spec.metric == "evaluation/env_runners/episode_return_mean"
     # without a budget there is no final evaluation: the objective is refused, named
     with pytest.raises(ValueError, match=r"objectives.*needs evaluation"):
-        parse_spec(
-            {
-                "name": "objectives",
-                "algorithm": "PPO",
-                "env": "CartPole-v1",
-                "objectives": [
-                    {"metric": "evaluation/env_runners/episode_return_mean", "mode": "max"},
-                    {"metric": "time_total_s", "mode": "min"},
-                ],
-                "stop": {"time_total_s": 60},
-            }
-        )
+        parse_spec(objectives_spec({"time_total_s": 60}))
