@@ -19,6 +19,7 @@ from tuner.spec._code_refs import (
 from tuner.spec._errors import SpecError, SpecIssue, did_you_mean, issues_from_validation_error
 from tuner.spec._load import json_schema, load_spec, parse_spec
 from tuner.spec._models import ExperimentSpec
+from tuner.spec._multi_agent import MultiAgentSpec
 from tuner.spec._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
 from tuner.spec._schedule import (
     budget_in,
@@ -37,7 +38,6 @@ from tuner.spec._sections import (
     CheckpointSpec,
     ConfirmSpec,
     EvaluationSpec,
-    MultiAgentSpec,
     ObjectiveSpec,
     ResourcesSpec,
     SchedulerSpec,

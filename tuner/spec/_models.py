@@ -20,7 +20,10 @@ from pydantic import (
 from tuner import algorithms as registry
 from tuner.mlflow_names import AGENT_RETURNS, LEARNERS_PREFIX, MODULE_RETURNS, RETURN_KEY
 from tuner.search_spaces import BaseSettings, base_settings
+from tuner.spec._base import SpecModel as _Model
+from tuner.spec._base import field_errors as _field_errors
 from tuner.spec._errors import did_you_mean
+from tuner.spec._multi_agent import MultiAgentSpec
 
 # Every algorithm and preset of the registry (tuner/algorithms/*.yaml).
 from tuner.spec._sections import (
@@ -35,14 +38,11 @@ from tuner.spec._sections import (
     CheckpointSpec,
     ConfirmSpec,
     EvaluationSpec,
-    MultiAgentSpec,
     ObjectiveSpec,
     ResourcesSpec,
     SchedulerSpec,
     SearchSpec,
     StopSpec,
-    _field_errors,
-    _Model,
     is_ale_id,
     metric_key,
 )
