@@ -242,6 +242,19 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         assert "max_t 3,000" in shown, shown
         assert "rungs at 3,000" in shown, shown
 
+        # an optuna search of 16 trials: the sampler in force and its random start
+        optuna_16 = TINY_YAML.format(name="optuna-16").replace(
+            "method: grid\n  num_samples: 2\n  space: {lr: {grid: [0.0001, 0.001]}}",
+            "method: optuna\n  num_samples: 16\n  space: {lr: {loguniform: [0.0001, 0.001]}}",
+        )
+        page.fill("#spec-text", optuna_16)
+        page.click("#preview-button")
+        page.wait_for_function(
+            "() => document.querySelector('#plan-sampler').textContent.startsWith('tpe')",
+            timeout=120_000,
+        )
+        assert page.locator("#plan-sampler").inner_text() == "tpe, the first 4 trials at random"
+
         page.fill("#spec-text", TINY_YAML.format(name="from-the-form"))
         page.click("#preview-button")
         page.wait_for_selector("#plan-box:not([hidden])", timeout=120_000)
@@ -256,6 +269,7 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         )
         assert page.locator("#plan-warm").inner_text() == "none"
         assert page.locator("#plan-scheduler").inner_text().startswith("fifo")
+        assert page.locator("#plan-sampler").inner_text() == "none (grid or random search)"
         page.screenshot(path=str(ARTIFACTS / "new-sweep-preview.png"), full_page=True)
         page.click("#submit-button")
         page.wait_for_selector("#experiment-view:not([hidden])", timeout=120_000)

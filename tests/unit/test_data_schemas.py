@@ -143,6 +143,8 @@ def test_scheduler_defaults_yaml(tmp_path):
     missing = copy.deepcopy(data)
     del missing["median"]["grace_fraction"]
     refused(tmp_path, missing, _schedule._rules, "median.grace_fraction: missing (required)")
+    sampler = with_key(data, ("optuna",), "sampler", "cmaes")
+    refused(tmp_path, sampler, _schedule._rules, "optuna.sampler:")
 
 
 # -- spec/rllib_classes.yaml (tuner/spec/_code_refs.py RllibClassesFile) ----------------------

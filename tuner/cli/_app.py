@@ -62,6 +62,14 @@ def scheduler_line(settings: dict[str, Any]) -> str:
     return line
 
 
+def sampler_line(settings: dict[str, Any]) -> str:
+    """Optuna's sampler in force (Plan.sampler) on one line: its type and random start."""
+    line = f"{settings.get('type')}, the first {settings.get('n_startup_trials')} trials at random"
+    if settings.get("derived"):
+        line += f" (default: {', '.join(settings['derived'])})"
+    return line
+
+
 def _number(value: Any) -> str:
     return f"{value:,.0f}" if isinstance(value, int | float) and value == int(value) else str(value)
 

@@ -33,6 +33,7 @@ from tuner.cli._app import (
     out_console,
     outcome_code,
     print_pareto,
+    sampler_line,
     scheduler_line,
 )
 
@@ -146,6 +147,8 @@ def plan(
             typer.echo(f"at most {result.max_iterations:,} iterations in all")
         if result.scheduler.get("type", "fifo") != "fifo":
             typer.echo(f"scheduler: {scheduler_line(result.scheduler)}")
+        if result.sampler:
+            typer.echo(f"sampler: {sampler_line(result.sampler)}")
         if result.base_settings:
             typer.echo(f"base settings: {json.dumps(result.base_settings)}")
         if result.warm_start:

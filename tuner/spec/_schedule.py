@@ -15,7 +15,7 @@ from tuner.data_files import load_data_file
 from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
 from tuner.search_spaces import Domain
 from tuner.spec._models import ExperimentSpec
-from tuner.spec._sections import SchedulerSpec
+from tuner.spec._sections import SamplerSpec, SchedulerSpec
 
 _DEFAULTS = Path(__file__).with_name("scheduler_defaults.yaml")
 
@@ -64,13 +64,25 @@ class MedianRules(BaseModel):
     fallback: MedianFallback
 
 
+class OptunaRules(BaseModel):
+    """Optuna's sampler where the spec names none, and its random start from N."""
+
+    model_config = _STRICT
+
+    sampler: Literal["tpe", "gp"]
+    startup_fraction: float = Field(gt=0, le=1)
+    min_startup_trials: int = Field(ge=1)
+    max_startup_trials: int = Field(ge=1)
+
+
 class SchedulerDefaults(BaseModel):
-    """scheduler_defaults.yaml: the rules per scheduler type."""
+    """scheduler_defaults.yaml: the rules per scheduler type, and Optuna's sampler."""
 
     model_config = _STRICT
 
     asha: AshaRules
     median: MedianRules
+    optuna: OptunaRules
 
 
 @cache
@@ -207,6 +219,50 @@ def scheduler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[s
     if sched.type == "asha":
         out["rungs"] = sched.asha_milestones()
     out["derived"] = [k for k in ("time_attr", *keys) if k in out and k not in own]
+    return out
+
+
+def resolved_sampler(spec: ExperimentSpec, space: dict[str, Domain]) -> SamplerSpec | None:
+    """Optuna's sampler with every setting the spec leaves out set, or None without optuna.
+
+    The type the spec names, else the rules' (TPE); the random start the spec sets, else
+    ceil(startup_fraction x N) within [min_startup_trials, max_startup_trials], never
+    more than N.
+
+    Args:
+        spec: The sweep's spec.
+        space: The resolved search space.
+
+    Returns:
+        The sampler, or None where search.method is not optuna.
+    """
+    if spec.search.method != "optuna":
+        return None
+    rules = _rules().optuna
+    own = spec.search.sampler.model_dump(exclude_none=True) if spec.search.sampler else {}
+    trials = search_trials(spec, space)
+    startup = max(rules.min_startup_trials, math.ceil(rules.startup_fraction * trials))
+    startup = min(startup, rules.max_startup_trials, trials)
+    return SamplerSpec.model_validate({"type": rules.sampler, "n_startup_trials": startup, **own})
+
+
+def sampler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any] | None:
+    """Optuna's sampler a sweep runs with, as the plan, the dry run and the page show.
+
+    Args:
+        spec: The sweep's spec.
+        space: The resolved search space.
+
+    Returns:
+        `type` and `n_startup_trials`, and `derived`: those the spec left out; None
+        where search.method is not optuna.
+    """
+    sampler = resolved_sampler(spec, space)
+    if sampler is None:
+        return None
+    own = spec.search.sampler.model_dump(exclude_none=True) if spec.search.sampler else {}
+    out: dict[str, Any] = sampler.model_dump()
+    out["derived"] = [k for k in ("type", "n_startup_trials") if k not in own]
     return out
 
 

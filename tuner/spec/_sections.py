@@ -87,6 +87,24 @@ class WarmStartSpec(_Model):
     )
 
 
+class SamplerSpec(_Model):
+    """Optuna's sampler (search.method: optuna): its model and its random start."""
+
+    type: Literal["tpe", "gp"] = Field(
+        "tpe",
+        description="tpe: Optuna's Tree-structured Parzen Estimator (multivariate, with "
+        "a constant liar for trials running at once); gp: Optuna's Gaussian-process "
+        "sampler (GPSampler).",
+    )
+    n_startup_trials: int | None = Field(
+        None,
+        ge=1,
+        le=10000,
+        description="Trials drawn at random before the model picks values. Default: "
+        "from num_samples (tuner/spec/scheduler_defaults.yaml `optuna`).",
+    )
+
+
 class SearchSpec(_Model):
     """How hyperparameters are sampled."""
 
@@ -94,7 +112,8 @@ class SearchSpec(_Model):
         "random",
         description="grid: cartesian product of all `grid` values, repeated num_samples "
         "times; random: num_samples independent draws; optuna: num_samples trials "
-        "suggested by Optuna's TPE sampler (seeded by the spec seed).",
+        "suggested by Optuna's sampler (search.sampler: TPE by default; seeded by the spec "
+        "seed).",
     )
     num_samples: int = Field(
         None,
@@ -110,6 +129,11 @@ class SearchSpec(_Model):
         "for an env constructor argument. Omitted: the "
         "algorithm's default search space (tuner/search_spaces/defaults.yaml).",
     )
+    sampler: SamplerSpec | None = Field(
+        None,
+        description="optuna only: the sampler and its random start. Default: TPE, the "
+        "random start from num_samples (tuner/spec/scheduler_defaults.yaml `optuna`).",
+    )
     warm_start: WarmStartSpec | None = Field(
         None,
         description="Reuse an earlier sweep of the same algorithm: its best `top_k` configs "
@@ -122,6 +146,10 @@ class SearchSpec(_Model):
     def _grid_only_with_grid(self) -> SearchSpec:
         if self.num_samples is None:
             self.num_samples = 1 if self.method == "grid" else 4
+        if self.sampler is not None and self.method != "optuna":
+            raise ValueError(
+                f"sampler: a sampler needs search.method 'optuna' (method is {self.method!r})"
+            )
         if self.method != "grid" and self.space:
             for key, dom in self.space.items():
                 if dom.kind == "grid":

@@ -40,7 +40,7 @@ from tuner.rllib import (
     vector_defaults_apply,
 )
 from tuner.search_spaces import Domain
-from tuner.spec import ExperimentSpec, resolved_scheduler
+from tuner.spec import ExperimentSpec, resolved_sampler, resolved_scheduler
 from tuner.sweep._schedulers import build_scheduler
 from tuner.sweep._stoppers import SweepStopper
 from tuner.sweep._warm import flat_point, nested_point
@@ -159,20 +159,40 @@ class TunerOptunaSearch(OptunaSearch):
         return done
 
 
+def optuna_sampler(spec: ExperimentSpec, space: dict[str, Domain]) -> Any:
+    """The Optuna sampler of an optuna sweep (tuner.spec.resolved_sampler), seeded.
+
+    Its seed is the spec's seed.
+
+    Args:
+        spec: The sweep's spec (search.method optuna).
+        space: The resolved search space.
+
+    Returns:
+        An optuna.samplers.TPESampler or GPSampler.
+    """
+    import optuna
+
+    sampler = resolved_sampler(spec, space)
+    if sampler is None:
+        raise ValueError(f"search.method {spec.search.method!r} has no Optuna sampler")
+    if sampler.type == "gp":
+        return optuna.samplers.GPSampler(seed=spec.seed, n_startup_trials=sampler.n_startup_trials)
+    return optuna.samplers.TPESampler(seed=spec.seed, n_startup_trials=sampler.n_startup_trials)
+
+
 def _search_alg(
-    spec: ExperimentSpec, warm: WarmStart | None = None
+    spec: ExperimentSpec, space: dict[str, Domain], warm: WarmStart | None = None
 ) -> Searcher | BasicVariantGenerator:
     params = trial_params(spec) if warm is not None else {}
     first = warm.first if warm is not None else []
     if spec.search.method == "optuna":
-        import optuna
-
         objectives = [(o.metric, o.mode) for o in spec.objectives or []]
         # the earlier trials' scores are single values: a multi-objective study is told
         # none of them (their configs still run first)
         known = warm.known if warm is not None and not objectives else []
         return TunerOptunaSearch(
-            sampler=optuna.samplers.TPESampler(seed=spec.seed),
+            sampler=optuna_sampler(spec, space),
             points_to_evaluate=[flat_point(params, v) for v in first] or None,
             known=[(flat_point(params, v), s) for v, s in known],
             objectives=objectives,
@@ -283,7 +303,7 @@ def build_tuner(
             metric=spec.metric,
             mode=spec.mode,
             num_samples=spec.search.num_samples,
-            search_alg=_search_alg(spec, warm),
+            search_alg=_search_alg(spec, space, warm),
             scheduler=build_scheduler(resolved_scheduler(spec, space), space, params),
             max_concurrent_trials=spec.max_concurrent_trials
             if spec.search.method == "optuna"

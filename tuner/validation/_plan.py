@@ -14,6 +14,7 @@ from tuner.spec import (
     ExperimentSpec,
     SpecError,
     resolve_space,
+    sampler_in_force,
     scheduler_in_force,
     search_trials,
 )
@@ -124,6 +125,7 @@ def plan_spec(
         search_keys=sorted(space),
         base_settings=base_in_force(spec),
         scheduler=scheduler_in_force(spec, space),
+        sampler=sampler_in_force(spec, space),
     )
 
 

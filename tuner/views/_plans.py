@@ -68,6 +68,13 @@ class Plan(_View):
         "min_samples_required or perturbation_interval; `derived` lists those the spec "
         "left out.",
     )
+    sampler: dict[str, Any] | None = Field(
+        None,
+        description="search.method optuna: Optuna's sampler in force "
+        "(tuner.spec.resolved_sampler): `type` (tpe or gp) and `n_startup_trials` (the "
+        "trials drawn at random before the model picks values); `derived` lists those "
+        "the spec left out. None for grid and random search.",
+    )
     warnings: list[str] = Field(
         default_factory=list, description="What the spec will do that it may not mean."
     )

@@ -1208,6 +1208,10 @@ async function previewSpec() {
     const sched = plan.scheduler || {};
     setText($('#plan-warnings'), (plan.warnings || []).join(' · ') || 'none');
     setText($('#plan-scheduler'), sched.type && sched.type !== 'fifo' ? schedulerLine(sched) : 'fifo (every trial runs its budget)');
+    const sampler = plan.sampler;
+    setText($('#plan-sampler'), sampler
+      ? `${sampler.type}, the first ${sampler.n_startup_trials} trials at random`
+      : 'none (grid or random search)');
     const warm = plan.warm_start;
     setText($('#plan-warm'), warm
       ? `from ${warm.from}: ${warm.first.length} configs first, ${warm.told_to_optuna} told to Optuna`
