@@ -4,7 +4,7 @@ work is in tuner.service and the store."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import HTTPException, Query, Request, Response, status
 from fastapi.responses import JSONResponse
@@ -205,13 +205,17 @@ async def get_experiment(
     )
 
 
-@router.post(
-    "/experiments/{experiment_id}/stop",
-    response_model=ExperimentView,
-    status_code=202,
-    responses={**NOT_FOUND, 409: {"model": Problem}},
-    tags=["experiments"],
-)
+# stop and resume: 202 with the sweep's view, 404 for an unknown sweep, 409 where its
+# status does not allow the change
+_STATE_CHANGE: dict[str, Any] = {
+    "response_model": ExperimentView,
+    "status_code": 202,
+    "responses": {**NOT_FOUND, 409: {"model": Problem}},
+    "tags": ["experiments"],
+}
+
+
+@router.post("/experiments/{experiment_id}/stop", **_STATE_CHANGE)
 async def stop_experiment(
     experiment_id: ExperimentId, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
 ) -> ExperimentView:
@@ -221,13 +225,7 @@ async def stop_experiment(
     return await _change(store, cache, wake, experiment_id, service.request_stop)
 
 
-@router.post(
-    "/experiments/{experiment_id}/resume",
-    response_model=ExperimentView,
-    status_code=202,
-    responses={**NOT_FOUND, 409: {"model": Problem}},
-    tags=["experiments"],
-)
+@router.post("/experiments/{experiment_id}/resume", **_STATE_CHANGE)
 async def resume_experiment(
     experiment_id: ExperimentId, store: StoreDep, cache: ViewCacheDep, wake: WakeDep
 ) -> ExperimentView:
