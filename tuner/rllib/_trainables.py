@@ -43,6 +43,7 @@ from tuner.ray_internals import (
 from tuner.rllib import _fast_replay
 from tuner.rllib._envs import split_env_name
 from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.rllib._lean_ppo import TunerPPOConfig
 from tuner.rllib._multi_agent import multi_agent_of
 from tuner.rllib._sac_model import TunerSACConfig
 from tuner.rllib._trial_config import (
@@ -353,7 +354,11 @@ class _SweepTrialMixin(LocalReplayBufferHook):
 
 
 class TunerPPO(_SweepTrialMixin, PPO):
-    """PPO as a sweep trial."""
+    """PPO as a sweep trial; its torch Learner computes RLlib's loss leaner (_lean_ppo)."""
+
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        return TunerPPOConfig(algo_class=cls)
 
 
 class TunerAPPO(_SweepTrialMixin, APPO):
