@@ -4,9 +4,9 @@ Each arm is the spec a user writes for a task of `quality.py` (the default space
 optuna, fifo, every trial ranked by its final deterministic evaluation), differing only
 in `search.sampler`:
 
-    optuna-own  TPE with Optuna's own random start (n_startup_trials 10, whatever N is)
-    tpe         TPE with the default random start (scheduler_defaults.yaml `optuna`)
-    gp          Optuna's GPSampler with the same random start
+    optuna-own  TPE with Optuna's own random start (n_startup_trials 10, the default)
+    tpe         TPE with a random start of a quarter of the trials (4 of 16)
+    gp          Optuna's GPSampler with Optuna's own random start
     random      no model: search.method random (the floor)
 
 Every arm runs the same search seeds (0, 1, ..); each search's best config is then run
@@ -25,6 +25,7 @@ the confirmed means over the search seeds, their spread, and the ratio to optuna
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import statistics
 import sys
@@ -37,7 +38,7 @@ from quality import TASKS, search_spec, tuner_run
 
 ARMS: dict[str, dict[str, Any] | None] = {
     "optuna-own": {"type": "tpe", "n_startup_trials": 10},
-    "tpe": {"type": "tpe"},
+    "tpe": {"type": "tpe", "quarter": True},
     "gp": {"type": "gp"},
     "random": None,
 }
@@ -52,7 +53,10 @@ def arm_spec(
     if ARMS[arm] is None:
         spec["search"]["method"] = "random"
     else:
-        spec["search"]["sampler"] = dict(ARMS[arm])
+        sampler = dict(ARMS[arm])
+        if sampler.pop("quarter", False):
+            sampler["n_startup_trials"] = max(1, math.ceil(trials / 4))
+        spec["search"]["sampler"] = sampler
     spec["confirm"] = {"top_k": 1, "seeds": seeds}
     return spec
 

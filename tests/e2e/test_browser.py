@@ -253,7 +253,7 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
             "() => document.querySelector('#plan-sampler').textContent.startsWith('tpe')",
             timeout=120_000,
         )
-        assert page.locator("#plan-sampler").inner_text() == "tpe, the first 4 trials at random"
+        assert page.locator("#plan-sampler").inner_text() == "tpe, the first 10 trials at random"
 
         page.fill("#spec-text", TINY_YAML.format(name="from-the-form"))
         page.click("#preview-button")

@@ -101,7 +101,7 @@ class SamplerSpec(_Model):
         ge=1,
         le=10000,
         description="Trials drawn at random before the model picks values. Default: "
-        "from num_samples (tuner/spec/scheduler_defaults.yaml `optuna`).",
+        "Optuna's own 10, at most num_samples (tuner/spec/scheduler_defaults.yaml `optuna`).",
     )
 
 
@@ -131,8 +131,8 @@ class SearchSpec(_Model):
     )
     sampler: SamplerSpec | None = Field(
         None,
-        description="optuna only: the sampler and its random start. Default: TPE, the "
-        "random start from num_samples (tuner/spec/scheduler_defaults.yaml `optuna`).",
+        description="optuna only: the sampler and its random start. Default: TPE, "
+        "Optuna's own random start (tuner/spec/scheduler_defaults.yaml `optuna`).",
     )
     warm_start: WarmStartSpec | None = Field(
         None,
