@@ -174,6 +174,16 @@ max_concurrent_trials: 2
 """
 
 
+def preview_until(page, spec_text: str, selector: str, prefix: str) -> None:
+    """Paste a spec, preview it, and wait until `selector`'s text starts with `prefix`."""
+    page.fill("#spec-text", spec_text)
+    page.click("#preview-button")
+    page.wait_for_function(
+        f"() => document.querySelector('{selector}').textContent.startsWith('{prefix}')",
+        timeout=120_000,
+    )
+
+
 def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
     """Paste a spec, preview it (trials, concurrency, fit; problems next to their field),
     submit it, see it in the list; a spec that does not fit previews as such and a 4xx
@@ -231,12 +241,7 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
             "stop: {training_iteration: 1}",
             "stop: {timesteps_total: 3000}\nscheduler: {type: asha}",
         )
-        page.fill("#spec-text", asha)
-        page.click("#preview-button")
-        page.wait_for_function(
-            "() => document.querySelector('#plan-scheduler').textContent.startsWith('asha')",
-            timeout=120_000,
-        )
+        preview_until(page, asha, "#plan-scheduler", "asha")
         shown = page.locator("#plan-scheduler").inner_text()
         assert shown.startswith("asha counting num_env_steps_sampled_lifetime:"), shown
         assert "max_t 3,000" in shown, shown
@@ -247,12 +252,7 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
             "method: grid\n  num_samples: 2\n  space: {lr: {grid: [0.0001, 0.001]}}",
             "method: optuna\n  num_samples: 16\n  space: {lr: {loguniform: [0.0001, 0.001]}}",
         )
-        page.fill("#spec-text", optuna_16)
-        page.click("#preview-button")
-        page.wait_for_function(
-            "() => document.querySelector('#plan-sampler').textContent.startsWith('tpe')",
-            timeout=120_000,
-        )
+        preview_until(page, optuna_16, "#plan-sampler", "tpe")
         assert page.locator("#plan-sampler").inner_text() == "tpe, the first 10 trials at random"
 
         page.fill("#spec-text", TINY_YAML.format(name="from-the-form"))

@@ -1,6 +1,7 @@
 """A spec's walk to its RLlib config crosses no more of tuner/'s files than when the
 front door was rebuilt (#38): 22, as bench/spec_walk.py counts them (on the commit
-before, cc77854, it counts 22 too)."""
+before, cc77854, it counts 22 too), plus one since PPO's default config is the trainable's
+own (rllib/_trainables.py TunerPPO.get_default_config: the lean loss, #37): 23."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-MOST_FILES = 22
+MOST_FILES = 23
 
 
 def test_a_specs_walk_to_its_rllib_config_crosses_no_more_files():
