@@ -47,7 +47,7 @@ class LeanPPOTorchLearner(PPOTorchLearner):
     def build(self) -> None:
         """RLlib's build, then no metrics held for any module yet."""
         super().build()
-        self._tuner_last_metrics: dict[Any, dict[str, torch.Tensor]] = {}
+        self._tuner_last_metrics: dict[Any, dict[str, Any]] = {}
 
     def compute_loss_for_module(
         self, *, module_id: Any, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
@@ -109,13 +109,13 @@ class LeanPPOTorchLearner(PPOTorchLearner):
         # reduced once the update ends
         self._tuner_last_metrics[module_id] = {
             "surrogate": surrogate.detach(),
-            "vf_loss": vf_loss.detach() if config.use_critic else zero,
-            "vf_loss_clipped": vf_loss_clipped.detach() if config.use_critic else zero,
-            "values": values.detach() if config.use_critic else zero,
+            "vf_loss": vf_loss.detach(),
+            "vf_loss_clipped": vf_loss_clipped.detach(),
+            "values": values.detach(),
             "entropy": entropy.detach(),
             "kl": mean_kl.detach(),
             "mask": mask,
-            "use_critic": torch.tensor(bool(config.use_critic)),
+            "use_critic": bool(config.use_critic),
             "value_targets": batch[Postprocessing.VALUE_TARGETS],
         }
         return total
@@ -133,7 +133,7 @@ class LeanPPOTorchLearner(PPOTorchLearner):
         super().after_gradient_based_update(timesteps=timesteps)
 
 
-def _reported(kept: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _reported(kept: dict[str, Any]) -> dict[str, torch.Tensor]:
     """RLlib's per-minibatch PPO metrics, from one minibatch's kept tensors."""
     mask = kept["mask"]
 
@@ -142,7 +142,7 @@ def _reported(kept: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             return torch.mean(data)
         return torch.sum(data[mask]) / torch.sum(mask)
 
-    use_critic = bool(kept["use_critic"])
+    use_critic = kept["use_critic"]
     zero = torch.zeros((), device=kept["entropy"].device)
     return {
         POLICY_LOSS_KEY: -masked_mean(kept["surrogate"]),
