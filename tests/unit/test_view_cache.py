@@ -48,14 +48,25 @@ def body(response) -> int:
     return View.model_validate_json(response.body).n
 
 
+async def until(check, timeout: float = 10.0) -> None:
+    """Yields to the loop until `check()` holds: a render started in its worker thread
+    (a fixed sleep is not enough on a loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.005)
+
+
 def test_concurrent_polls_of_a_missing_view_share_one_render():
     async def main():
         cache, render = ViewCache(60), Renderer()
         render.gate.clear()
         polls = [asyncio.ensure_future(cache.get("e1/view", render)) for _ in range(20)]
-        await asyncio.sleep(0.05)
+        await until(lambda: render.calls >= 1)  # the render waits on the gate ...
+        await asyncio.sleep(0.05)  # ... while every poll has joined it
         render.gate.set()
-        return render.calls, [body(r) for r in await asyncio.gather(*polls)]
+        bodies = [body(r) for r in await asyncio.gather(*polls)]
+        return render.calls, bodies
 
     calls, bodies = asyncio.run(main())
     assert calls == 1
@@ -70,7 +81,7 @@ def test_a_stale_view_is_refreshed_by_one_poll_while_the_others_get_it_at_once()
         clock.now += 2  # older than the ttl, within the stale window
         render.gate.clear()  # the refresh blocks in its worker thread
         refreshing = asyncio.ensure_future(cache.get("e1/view", render))
-        await asyncio.sleep(0.02)
+        await until(lambda: render.calls == 2)
         began = time.monotonic()
         stale = [body(await cache.get("e1/view", render)) for _ in range(5)]
         waited = time.monotonic() - began
@@ -107,7 +118,7 @@ def test_a_body_older_than_the_stale_window_is_not_served_while_a_refresh_runs()
         clock.now += 1 + ViewCache.STALE_FACTOR + 0.5
         render.gate.clear()
         refreshing = asyncio.ensure_future(cache.get("e1/view", render))
-        await asyncio.sleep(0.02)
+        await until(lambda: render.calls == 2)
         other = asyncio.ensure_future(cache.get("e1/view", render))  # must wait too
         await asyncio.sleep(0.05)
         waited = not other.done()
