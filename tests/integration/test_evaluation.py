@@ -4,6 +4,9 @@ and scores a confirmation's seeds."""
 
 from __future__ import annotations
 
+import pickle
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import tiny_spec
@@ -98,6 +101,32 @@ def test_optuna_learns_from_the_final_evaluation(ray_local, tmp_path):
     assert len(summary.trials) == 2
     assert all(t.status == "TERMINATED" and t.iterations == 3 for t in summary.trials)
     assert all(t.score is not None and t.score == t.metric for t in summary.trials)
+
+
+def test_optuna_is_told_each_trials_score_the_final_deterministic_evaluation(ray_local, tmp_path):
+    """The spec a user writes (a training metric, a budget): TPE learns from the number
+    trials are ranked by, not from the training return (stochastic actions)."""
+    spec = tiny_spec(
+        name="told-score",
+        search={
+            "method": "optuna",
+            "num_samples": 2,
+            "space": {"lr": {"loguniform": [1e-4, 1e-2]}},
+        },
+        stop={"timesteps_total": 300},
+    )
+    assert spec.evaluation.at_end is True
+    summary = run_sweep(spec, storage_path=tmp_path / "tune", progress=False)
+    assert summary.status == "SUCCEEDED", summary
+    experiment = Path(summary.path.removeprefix("file://"))
+    state = sorted(experiment.glob("searcher-state-*.pkl"))
+    assert state, f"no searcher state in {experiment}"
+    study = pickle.loads(state[-1].read_bytes())["_ot_study"]
+    told = sorted(t.value for t in study.trials if t.state.name == "COMPLETE")
+    assert len(told) == 2
+    assert told == sorted(t.score for t in summary.trials)
+    # the training returns went along as intermediate values (Tune's OptunaSearch)
+    assert all(trial.intermediate_values for trial in study.trials)
 
 
 def test_by_default_a_budget_ranks_trials_by_their_final_deterministic_evaluation(

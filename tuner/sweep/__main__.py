@@ -68,7 +68,7 @@ def _store_trials(store: Store, experiment_id: str, trials: Sequence[TrialView])
 
 def _ranking(spec: ExperimentSpec) -> Ranking:
     """How the store's curves score this sweep's trials, as its summary ranks them."""
-    from tuner.sweep._summary import final_score_key
+    from tuner.sweep._tuner import final_score_key
     from tuner.tracking import Ranking
 
     return Ranking.of(spec, final_key=final_score_key(spec))

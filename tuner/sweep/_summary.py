@@ -18,13 +18,10 @@ from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec, resolve_space
 from tuner.statuses import TRIAL_UNFINISHED, SweepStatus, TrialStatus
 from tuner.sweep._pareto import front, missing_values, objective_values
-from tuner.sweep._tuner import sampled_values
+from tuner.sweep._tuner import final_score_key, sampled_values
 from tuner.views import BestTrial, SearchBest, SweepSummary, TrialView
 
 logger = logging.getLogger(__name__)
-
-# where RLlib reports an evaluation's results
-EVALUATION_PREFIX = "evaluation/"
 
 
 def _finite(value: Any) -> float | None:
@@ -65,18 +62,6 @@ def trial_view_from_result(
         node_ip=result.get("node_ip"),
         device=info.get("device"),
     )
-
-
-def final_score_key(spec: ExperimentSpec) -> str | None:
-    """The result key of a trial's final deterministic evaluation where the sweep ranks
-    trials by it: evaluation.at_end with a training metric (not `evaluation/...`, which
-    ranks by scope as it is), one objective. None where scores are the metric under
-    scope."""
-    if not spec.evaluation.at_end or spec.metric.startswith(EVALUATION_PREFIX):
-        return None
-    if spec.objectives:  # a Pareto front weighs each objective as reported
-        return None
-    return f"{EVALUATION_PREFIX}{spec.metric}"
 
 
 def final_score(spec: ExperimentSpec, history: Any, key: str) -> float | None:

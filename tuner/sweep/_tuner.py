@@ -13,7 +13,7 @@ from ray.tune.search import BasicVariantGenerator, Searcher
 from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, Stopper
 
-from tuner.mlflow_names import RETURN_KEY
+from tuner.mlflow_names import ITERATION_KEY, RETURN_KEY, STEP_KEY
 from tuner.ray_internals import forget_pending_decisions, set_restored_callbacks
 from tuner.results import lookup
 from tuner.rllib import (
@@ -44,7 +44,7 @@ from tuner.spec import ExperimentSpec, resolved_sampler, resolved_scheduler
 from tuner.sweep._schedulers import build_scheduler
 from tuner.sweep._stoppers import SweepStopper
 from tuner.sweep._warm import flat_point, nested_point
-from tuner.tracking import WarmStart
+from tuner.tracking import Ranking, WarmStart
 
 # Tune raises when the metric is missing from a result, but evaluation keys exist
 # only on evaluating iterations and episode returns only once an episode ended.
@@ -101,23 +101,45 @@ def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any
     return apply_values(trial_params(spec), {key: dom.to_tune() for key, dom in space.items()})
 
 
+# where RLlib reports an evaluation's results
+EVALUATION_PREFIX = "evaluation/"
+
+
+def final_score_key(spec: ExperimentSpec) -> str | None:
+    """The result key of a trial's final deterministic evaluation where the sweep ranks
+    trials by it: evaluation.at_end with a training metric (not `evaluation/...`, which
+    ranks by scope as it is), one objective. None where scores are the metric under
+    scope."""
+    if not spec.evaluation.at_end or spec.metric.startswith(EVALUATION_PREFIX):
+        return None
+    if spec.objectives:  # a Pareto front weighs each objective as reported
+        return None
+    return f"{EVALUATION_PREFIX}{spec.metric}"
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, numbers.Real) and math.isfinite(value)
 
 
 class TunerOptunaSearch(OptunaSearch):
-    """Tune's OptunaSearch, told only the results that carry the metric.
+    """Tune's OptunaSearch, told only the results that carry the metric, and at a
+    trial's end the score the sweep ranks it by.
 
     Tune's own raises a KeyError (and ends the sweep) on an intermediate result without
     the metric: an evaluation metric exists only on the iterations that evaluate
     (`evaluation.at_end`: the last one). A trial whose final result lacks it is told to
-    Optuna as pruned, as Tune's does."""
+    Optuna as pruned, as Tune's does. Where the sweep ranks trials by their final
+    deterministic evaluation (`ranking.final_key`), the study is told that score at a
+    trial's end, the number the ranking, the confirmation and a warm start use; a trial
+    stopped before its budget (no such score) is told as pruned, its training returns
+    reported along the way placing it among the pruned."""
 
     def __init__(
         self,
         *args: Any,
         known: list[tuple[dict[str, Any], float]] | None = None,
         objectives: list[tuple[str, str]] | None = None,
+        ranking: Ranking | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -125,6 +147,9 @@ class TunerOptunaSearch(OptunaSearch):
         self.tuner_known = list(known or [])
         # several (metric, mode): the study is multi-objective, Tune ranks by the first
         self.tuner_objectives = list(objectives or [])
+        # where trials are ranked by a final evaluation: what a trial's end is told
+        budget = ranking is not None and (ranking.budget_steps or ranking.budget_iterations)
+        self.tuner_ranking = ranking if budget and ranking.final_key else None
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         # a multi-objective study takes no intermediate values (Tune's returns on them)
@@ -139,6 +164,13 @@ class TunerOptunaSearch(OptunaSearch):
         if isinstance(self.metric, list) and result is not None:
             if not all(_finite(result.get(m)) for m in self.metric):
                 result = None  # Optuna refuses None and NaN among the values
+        # getattr: a searcher pickled before the ranking was kept has no such attribute
+        ranking = getattr(self, "tuner_ranking", None)
+        if ranking is not None and result is not None and not isinstance(self.metric, list):
+            point = (int(result.get(ITERATION_KEY) or 0), int(result.get(STEP_KEY) or 0), result)
+            score = ranking.of_curve([point])["score"]
+            # the score under the metric's name (Tune's reads it there); None: pruned
+            result = None if score is None else {**result, self.metric: score}
         super().on_trial_complete(trial_id, result, error)
 
     def set_search_properties(
@@ -196,6 +228,7 @@ def _search_alg(
             points_to_evaluate=[flat_point(params, v) for v in first] or None,
             known=[(flat_point(params, v), s) for v, s in known],
             objectives=objectives,
+            ranking=Ranking.of(spec, final_key=final_score_key(spec)),
         )
     # A SearchAlgorithm, not a Searcher: Tune ignores TuneConfig.max_concurrent_trials for it.
     return BasicVariantGenerator(
