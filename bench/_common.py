@@ -74,6 +74,20 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+def one_trial_spec(
+    name: str, algorithm: str, env: str, config: dict[str, Any], resources: dict[str, Any]
+) -> dict[str, Any]:
+    """The spec of one trial timed in-process ([64, 64] networks; no search)."""
+    return {
+        "name": name,
+        "algorithm": algorithm,
+        "env": env,
+        "config": config,
+        "model": {"fcnet_hiddens": [64, 64]},
+        "resources": resources,
+    }
+
+
 def table(headers: list[str], rows: list[list[Any]], align: str = "right") -> str:
     """A plain-text table, columns right-aligned (or `align="left"`)."""
 

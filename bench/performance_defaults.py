@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import ratio_line, table  # noqa: E402
+from bench._common import one_trial_spec, ratio_line, table  # noqa: E402
 
 CASES = {
     "DQN": {
@@ -71,16 +71,7 @@ def one_trial(algorithm: str, steps: int, rllib_own: bool) -> dict[str, Any]:
         config["min_sample_timesteps_per_iteration"] = steps
         if rllib_own:
             config["rollout_fragment_length"] = "auto"
-    spec = parse_spec(
-        {
-            "name": "perf",
-            "algorithm": algorithm,
-            "env": case["env"],
-            "config": config,
-            "model": {"fcnet_hiddens": [64, 64]},
-            "resources": resources,
-        }
-    )
+    spec = parse_spec(one_trial_spec("perf", algorithm, case["env"], config, resources))
     algo = trainable_for(spec)(config={**trial_params(spec), "seed": 0})
     try:
         algo.train()  # warm-up iteration (module build, first compile of the update)

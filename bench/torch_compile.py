@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import ratio_line, table  # noqa: E402
+from bench._common import one_trial_spec, ratio_line, table  # noqa: E402
 
 CASES: dict[str, dict[str, Any]] = {
     "PPO": {
@@ -93,14 +93,7 @@ def one_trial(algorithm: str, arm: str) -> dict[str, float]:
         what = "complete_update" if arm == "complete_update" else "forward_train"
         config["torch_compile_learner_what_to_compile"] = what
     spec = parse_spec(
-        {
-            "name": "compile",
-            "algorithm": algorithm,
-            "env": case["env"],
-            "config": config,
-            "model": {"fcnet_hiddens": [64, 64]},
-            "resources": {"num_env_runners": 0},
-        }
+        one_trial_spec("compile", algorithm, case["env"], config, {"num_env_runners": 0})
     )
     graphs = _graphs()
     t0 = time.perf_counter()

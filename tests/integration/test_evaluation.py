@@ -14,6 +14,9 @@ from tuner.sweep import run_sweep
 
 pytestmark = pytest.mark.integration
 
+# two trials drawn by Optuna
+OPTUNA_TWO = {"method": "optuna", "num_samples": 2, "space": {"lr": {"loguniform": [1e-4, 1e-2]}}}
+
 
 class Results:
     """Every result of every trial, as Tune hands them to callbacks."""
@@ -86,11 +89,7 @@ def test_optuna_learns_from_the_final_evaluation(ray_local, tmp_path):
     Optuna each trial's final evaluation."""
     spec = tiny_spec(
         name="at-end-optuna",
-        search={
-            "method": "optuna",
-            "num_samples": 2,
-            "space": {"lr": {"loguniform": [1e-4, 1e-2]}},
-        },
+        search=OPTUNA_TWO,
         stop={"timesteps_total": 300},
         evaluation={"at_end": True, "duration": 2},
         metric="evaluation/env_runners/episode_return_mean",
@@ -108,11 +107,7 @@ def test_optuna_is_told_each_trials_score_the_final_deterministic_evaluation(ray
     trials are ranked by, not from the training return (stochastic actions)."""
     spec = tiny_spec(
         name="told-score",
-        search={
-            "method": "optuna",
-            "num_samples": 2,
-            "space": {"lr": {"loguniform": [1e-4, 1e-2]}},
-        },
+        search=OPTUNA_TWO,
         stop={"timesteps_total": 300},
     )
     assert spec.evaluation.at_end is True
