@@ -12,7 +12,8 @@ import pytest
 
 from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
 from tuner.spec import parse_spec, resolve_space
-from tuner.sweep._tuner import _search_alg, param_space
+from tuner.sweep import param_space
+from tuner.sweep._tuner import _search_alg
 
 TRAIN = "env_runners/episode_return_mean"
 EVAL = f"evaluation/{TRAIN}"
