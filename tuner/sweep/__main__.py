@@ -15,7 +15,6 @@ import logging
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from tuner.settings import Settings
 from tuner.spec import ExperimentSpec, SpecError, parse_spec
@@ -24,9 +23,6 @@ from tuner.store import Store
 from tuner.sweep._headwatch import watch_job_head
 from tuner.tune_paths import run_dir
 from tuner.views import SweepSummary, TrialView
-
-if TYPE_CHECKING:
-    from tuner.tracking import Ranking
 
 
 def _tracking(settings: Settings, experiment_name: str) -> object:
@@ -66,23 +62,16 @@ def _store_trials(store: Store, experiment_id: str, trials: Sequence[TrialView])
         )
 
 
-def _ranking(spec: ExperimentSpec) -> Ranking:
-    """How the store's curves score this sweep's trials, as its summary ranks them."""
-    from tuner.sweep._tuner import final_score_key
-    from tuner.tracking import Ranking
-
-    return Ranking.of(spec, final_key=final_score_key(spec))
-
-
 def _from_the_store(
     store: Store, experiment_id: str, summary: SweepSummary, spec: ExperimentSpec
 ) -> None:
     """Each trial's metric, peak, scores and objective values from its curve in the store
     (every result of every attempt: after a resume Tune's own history of a trial holds
     only the iterations since); the best's scores follow its trial's."""
+    from tuner.sweep._tuner import sweep_ranking
     from tuner.tracking import curve_numbers
 
-    ranking = _ranking(spec)
+    ranking = sweep_ranking(spec)
     found = {}
     for trial in summary.trials:
         numbers = curve_numbers(store, experiment_id, trial.trial_id, ranking)
@@ -152,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     from tuner.spec import resolve_space
     from tuner.sweep._graceful import GracefulStop, StopRequested
     from tuner.sweep._run import SweepOptions, run_sweep
+    from tuner.sweep._tuner import sweep_ranking
     from tuner.tracking import StoreRecorder
 
     try:
@@ -167,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             space,
             spec.seed,
             spec=spec,
-            ranking=_ranking(spec),
+            ranking=sweep_ranking(spec),
         )
         options = SweepOptions(
             storage_path=settings.tune_storage,

@@ -117,6 +117,18 @@ def final_score_key(spec: ExperimentSpec) -> str | None:
     return f"{EVALUATION_PREFIX}{spec.metric}"
 
 
+def sweep_ranking(spec: ExperimentSpec) -> Ranking:
+    """How a sweep's trials are scored: the store's curves, and what Optuna is told.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        The Ranking, with the final evaluation's key where trials are ranked by it.
+    """
+    return Ranking.of(spec, final_key=final_score_key(spec))
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, numbers.Real) and math.isfinite(value)
 
@@ -228,7 +240,7 @@ def _search_alg(
             points_to_evaluate=[flat_point(params, v) for v in first] or None,
             known=[(flat_point(params, v), s) for v, s in known],
             objectives=objectives,
-            ranking=Ranking.of(spec, final_key=final_score_key(spec)),
+            ranking=sweep_ranking(spec),
         )
     # A SearchAlgorithm, not a Searcher: Tune ignores TuneConfig.max_concurrent_trials for it.
     return BasicVariantGenerator(
