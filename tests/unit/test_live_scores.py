@@ -13,6 +13,7 @@ import pytest
 from tuner.results import scope_value
 from tuner.spec import parse_spec
 from tuner.store import MetricPoint, Store
+from tuner.sweep import sweep_ranking
 from tuner.tracking import Ranking, StoreRecorder
 from tuner.views import ExperimentView
 
@@ -167,10 +168,8 @@ def test_the_ranking_reads_a_curve_as_the_summary_reads_tunes_history():
 def test_ranked_by_the_final_evaluation_a_trial_that_ran_its_budget_has_its_score():
     """The summary's rule (tuner.sweep final_score): the final deterministic evaluation in
     the last result of a trial that ran its budget; none for one stopped short of it."""
-    from tuner.sweep.__main__ import _ranking
-
     spec = parse_spec({**SPEC, "stop": {"timesteps_total": 300}, "evaluation": {"at_end": True}})
-    ranking = _ranking(spec)
+    ranking = sweep_ranking(spec)
     assert ranking.final_key == EVAL
     assert ranking.budget_steps == 300
     ran = [(1, 100, {METRIC: 5.0}), (2, 200, {METRIC: 7.0}), (3, 300, {METRIC: 9.0, EVAL: 500.0})]
@@ -181,12 +180,10 @@ def test_ranked_by_the_final_evaluation_a_trial_that_ran_its_budget_has_its_scor
 
 
 def test_while_no_trial_ran_its_budget_the_best_so_far_is_by_the_training_metric(sweep):
-    from tuner.sweep.__main__ import _ranking
-
     store, url, _, exp_id = sweep
     spec = parse_spec({**SPEC, "stop": {"timesteps_total": 300}, "evaluation": {"at_end": True}})
     rec = StoreRecorder(
-        url, exp_id, spec.metric, spec.mode, ["lr"], 0, spec=spec, ranking=_ranking(spec)
+        url, exp_id, spec.metric, spec.mode, ["lr"], 0, spec=spec, ranking=sweep_ranking(spec)
     )
     a, b = trial(0), trial(1, 0.01)
     rec.on_trial_result(0, [], a, result(1, 50.0))

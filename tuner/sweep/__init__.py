@@ -12,7 +12,13 @@ from tuner.sweep._confirm import stats
 from tuner.sweep._graceful import GracefulCtrlC, GracefulStop, StopRequested
 from tuner.sweep._run import StorageError, SweepOptions, ensure_ray, latest_run, run_sweep
 from tuner.sweep._summary import summarise, the_answer
-from tuner.sweep._tuner import build_tuner, optuna_sampler, param_space, trial_params
+from tuner.sweep._tuner import (
+    build_tuner,
+    optuna_sampler,
+    param_space,
+    sweep_ranking,
+    trial_params,
+)
 
 __all__ = [
     "GracefulCtrlC",
@@ -28,6 +34,7 @@ __all__ = [
     "run_sweep",
     "stats",
     "summarise",
+    "sweep_ranking",
     "the_answer",
     "trial_params",
 ]
