@@ -166,14 +166,17 @@ def confirm_spec(task: Task, values: dict[str, Any], trials: int, steps: int, se
     }
 
 
-def tuner_run(tmp: Path, name: str, spec: dict[str, Any], timeout: float) -> tuple[dict, float]:
-    """`tuner run SPEC --output json` in a fresh process: (its JSON, wall seconds)."""
+def tuner_run(
+    tmp: Path, name: str, spec: dict[str, Any], timeout: float, env: dict[str, str] | None = None
+) -> tuple[dict, float]:
+    """`tuner run SPEC --output json` in a fresh process (`env`: extra variables): (its
+    JSON, wall seconds)."""
     path = tmp / f"{name}.json"
     path.write_text(json.dumps(spec, indent=2))
     log, out = tmp / f"{name}.log", tmp / f"{name}.out.json"
     cmd = [sys.executable, "-m", "tuner.cli", "run", str(path), "--output", "json"]
     cmd += ["--data-dir", str(tmp / f"{name}-data")]
-    rc, wall = run_timed(cmd, child_env(), log, timeout, stdout=out)
+    rc, wall = run_timed(cmd, {**child_env(), **(env or {})}, log, timeout, stdout=out)
     try:
         result = json.loads(out.read_text())
     except ValueError:

@@ -8,6 +8,9 @@ in `search.sampler`:
     tpe         TPE with a random start of a quarter of the trials (4 of 16)
     gp          Optuna's GPSampler with Optuna's own random start
     random      no model: search.method random (the floor)
+    told-train  optuna-own, its study told each trial's last training return (as Tune's
+                OptunaSearch tells it) instead of its final deterministic score
+                (TUNER_OPTUNA_TOLD=train): what the default learned from before
 
 Every arm runs the same search seeds (0, 1, ..); each search's best config is then run
 on `--seeds` fresh seeds (the spec's confirmation, disjoint from the search's), each
@@ -41,7 +44,10 @@ ARMS: dict[str, dict[str, Any] | None] = {
     "tpe": {"type": "tpe", "quarter": True},
     "gp": {"type": "gp"},
     "random": None,
+    "told-train": {"type": "tpe", "n_startup_trials": 10},
 }
+# arms that differ from their sampler's arm in the environment of `tuner run` only
+ARM_ENV: dict[str, dict[str, str]] = {"told-train": {"TUNER_OPTUNA_TOLD": "train"}}
 
 
 def arm_spec(
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 spec = arm_spec(args.task, arm, args.trials, args.steps, seed, args.seeds)
                 started, where = time.time(), tmp / f"{arm}-{seed}"
                 where.mkdir()
-                result, wall = tuner_run(where, "run", spec, args.timeout)
+                result, wall = tuner_run(where, "run", spec, args.timeout, ARM_ENV.get(arm))
                 confirmed = (result.get("best") or {}).get("confirmed") or {}
                 mean = confirmed.get("mean")
                 print(

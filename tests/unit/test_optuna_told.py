@@ -13,7 +13,7 @@ import pytest
 from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
 from tuner.spec import parse_spec, resolve_space
 from tuner.sweep import param_space
-from tuner.sweep._tuner import _search_alg
+from tuner.sweep._tuner import OPTUNA_TOLD_SWITCH, _search_alg
 
 TRAIN = "env_runners/episode_return_mean"
 EVAL = f"evaluation/{TRAIN}"
@@ -97,4 +97,14 @@ def test_a_searcher_pickled_before_the_ranking_was_kept_tells_as_tune_does():
     del searcher.tuner_ranking  # the state of a sweep saved by an earlier version
     final = {TRAIN: 40.0, EVAL: 500.0, ITERATION_KEY: 4, STEP_KEY: BUDGET}
     run_trial(searcher, "a", [], final)
+    assert told(searcher) == [(optuna.trial.TrialState.COMPLETE, 40.0)]
+
+
+def test_the_comparison_switch_tells_the_last_training_return(monkeypatch):
+    """TUNER_OPTUNA_TOLD=train (bench/sampler_ablation.py's `told-train` arm): the
+    study learns from what Tune's OptunaSearch tells it, the last training return."""
+    monkeypatch.setenv(OPTUNA_TOLD_SWITCH, "train")
+    searcher = searcher_of(spec())
+    final = {TRAIN: 40.0, EVAL: 500.0, ITERATION_KEY: 4, STEP_KEY: BUDGET}
+    run_trial(searcher, "a", [10.0, 20.0, 30.0, 40.0], final)
     assert told(searcher) == [(optuna.trial.TrialState.COMPLETE, 40.0)]

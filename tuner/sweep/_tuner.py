@@ -103,6 +103,9 @@ def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any
 
 # where RLlib reports an evaluation's results
 EVALUATION_PREFIX = "evaluation/"
+# "train": Optuna is told each trial's last training return, as Tune's OptunaSearch does
+# (for A/B measurements, bench/sampler_ablation.py `told-train`)
+OPTUNA_TOLD_SWITCH = "TUNER_OPTUNA_TOLD"
 
 
 def final_score_key(spec: ExperimentSpec) -> str | None:
@@ -240,7 +243,7 @@ def _search_alg(
             points_to_evaluate=[flat_point(params, v) for v in first] or None,
             known=[(flat_point(params, v), s) for v, s in known],
             objectives=objectives,
-            ranking=sweep_ranking(spec),
+            ranking=None if os.environ.get(OPTUNA_TOLD_SWITCH) == "train" else sweep_ranking(spec),
         )
     # A SearchAlgorithm, not a Searcher: Tune ignores TuneConfig.max_concurrent_trials for it.
     return BasicVariantGenerator(
