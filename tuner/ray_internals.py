@@ -228,6 +228,26 @@ def fuse_adam(learner: Any) -> None:
                         group.update(fused=True, foreach=None)
 
 
+def learner_compile_skips_modules(source: str | None = None) -> bool:
+    """Whether the installed RLlib's `torch_compile_learner` (what to compile:
+    forward_train) compiles no module on the new API stack.
+
+    RLlib 2.60's TorchLearner.build loops over the MultiRLModule's modules but tests the
+    MultiRLModule, not the module, for TorchRLModule, so nothing is compiled (0 graphs in
+    bench/torch_compile.py). Read from the installed source (or `source`, that method's
+    text): a fixed RLlib says False."""
+    import inspect
+    import re
+
+    if source is None:
+        from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+        source = inspect.getsource(TorchLearner.build)
+    loop = r"for module in self\.\w+\.\w+\.values\(\):"
+    test = r"(?:\s*#[^\n]*)*\s*if isinstance\(self\.\w+, TorchRLModule\):\s*module\.compile\("
+    return re.search(loop + test, source) is not None
+
+
 # --- SAC's catalog --------------------------------------------------------------------------
 
 

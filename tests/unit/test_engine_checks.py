@@ -186,3 +186,29 @@ def test_import_path_must_name_an_env_not_arbitrary_code(env):
     (issue,) = engine_issues(spec(env=env))
     assert issue.loc == "env"
     assert issue.value == env
+
+
+@pytest.mark.parametrize(
+    "config, warned",
+    [
+        ({"torch_compile_learner": True}, True),
+        (
+            {
+                "torch_compile_learner": True,
+                "torch_compile_learner_what_to_compile": "forward_train",
+            },
+            True,
+        ),
+        (
+            {
+                "torch_compile_learner": True,
+                "torch_compile_learner_what_to_compile": "complete_update",
+            },
+            False,
+        ),
+        ({}, False),
+    ],
+)
+def test_torch_compile_learner_that_compiles_nothing_is_warned(config, warned):
+    warnings = validate_spec(spec(config=config))
+    assert any("compiles nothing" in w for w in warnings) == warned

@@ -194,6 +194,25 @@ def warn_noisy(ctx: Context) -> None:
         )
 
 
+def warn_torch_compile(ctx: Context) -> None:
+    """RLlib's algorithms: `torch_compile_learner` compiles nothing where the installed
+    RLlib skips the modules (tuner.ray_internals.learner_compile_skips_modules)."""
+    config = ctx.spec.config
+    if not (ctx.rllib and config.get("torch_compile_learner") is True):
+        return
+    if config.get("torch_compile_learner_what_to_compile") == "complete_update":
+        return
+    from tuner.ray_internals import learner_compile_skips_modules
+
+    if learner_compile_skips_modules():
+        ctx.warnings.append(
+            "torch_compile_learner=True compiles nothing on RLlib 2.60's new API stack "
+            "(its TorchLearner tests the MultiRLModule, not each module, before compiling): "
+            "the trial runs eager; torch_compile_learner_what_to_compile=complete_update "
+            "compiles the whole update (slower on CPU, docs/benchmarks.md#torchcompile)"
+        )
+
+
 def check_space_keys(ctx: Context) -> None:
     """RLlib's algorithms: every key of the space is RLlib's, or names one `model.` /
     `env_config.` key."""
@@ -374,6 +393,7 @@ CHECKS: tuple[Check, ...] = (
     warn_population_of_one,
     check_config_keys,
     warn_noisy,
+    warn_torch_compile,
     check_space_keys,
     check_number_settings,
     check_q_encoder,
