@@ -16,6 +16,7 @@ pytestmark = pytest.mark.integration
 
 SPECS = TINY_TRIALS
 NORM = "gradients_default_optimizer_global_norm"  # RLlib's metric of the clip's norm
+TARGET_UPDATES = "num_target_updates"  # RLlib's lifetime count (DQN, SAC)
 
 
 def _trial(algorithm: str):
@@ -38,13 +39,14 @@ def _flat(weights) -> np.ndarray:
     return np.asarray(weights, dtype=np.float64).ravel()
 
 
-def _own_step(learner) -> bool:
-    return "apply_gradients" in vars(learner)  # the lean step, set on the instance
+def _own_step(learner) -> tuple[bool, bool]:
+    # the lean step and the lean target update (DQN, SAC), set on the instance
+    return "apply_gradients" in vars(learner), "after_gradient_based_update" in vars(learner)
 
 
 @pytest.mark.parametrize("algorithm", ["SAC", "PPO", "DQN"])
 def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
-    start, end, lean, norm = {}, {}, {}, {}
+    start, end, lean, norm, targets = {}, {}, {}, {}, {}
     for switch in ("1", "0"):
         monkeypatch.setenv("TUNER_LEAN_STEPS", switch)
         algo = _trial(algorithm)
@@ -56,10 +58,16 @@ def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
             lean[switch] = (algo._lean_steps, installed)
             end[switch] = _flat(algo.learner_group.get_weights())
             norm[switch] = result["learners"]["default_policy"].get(NORM)
+            targets[switch] = result["learners"]["default_policy"].get(TARGET_UPDATES)
         finally:
             algo.stop()
         assert result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"] > 0
-    assert lean == {"1": (True, True), "0": (False, False)}
+    target_nets = algorithm != "PPO"
+    assert lean == {"1": (True, (True, target_nets)), "0": (False, (False, False))}
+    # the target nets updated as often (SAC: after every update), and the same below
+    assert targets["1"] == targets["0"]
+    if algorithm == "SAC":
+        assert targets["1"] > 0
     np.testing.assert_array_equal(start["1"], start["0"])  # the same seeded start
     assert not np.allclose(end["1"], start["1"])  # it trained
     # the same updates: torch's fused Adam rounds a little differently, nothing more

@@ -154,3 +154,46 @@ def test_rllibs_torch_compile_learner_still_compiles_no_module():
     )
     assert not ray_internals.learner_compile_skips_modules(fixed)
     assert ray_internals.learner_compile_skips_modules(fixed.replace("(module,", "(self._module,"))
+
+
+def test_the_lean_target_update_was_ported_from_the_installed_rllibs():
+    """lean_target_updates re-implements DQNLearner.after_gradient_based_update: a Ray
+    whose method changed fails here until the port is checked again."""
+    from ray.rllib.algorithms.dqn.dqn_learner import DQNLearner
+
+    source = inspect.getsource(DQNLearner.after_gradient_based_update)
+    assert hashlib.sha256(source.encode()).hexdigest() == ray_internals.TARGET_UPDATE_SOURCE
+
+
+@pytest.mark.parametrize("tau", [0.005, 0.3, 1.0])
+def test_the_polyak_average_is_rllibs_bit_for_bit(tau):
+    import copy
+
+    import torch
+    from ray.rllib.core.learner.utils import update_target_network
+
+    torch.manual_seed(0)
+
+    def net(width: int) -> torch.nn.Module:
+        return torch.nn.Sequential(
+            torch.nn.Linear(3, width), torch.nn.ReLU(), torch.nn.Linear(width, 1)
+        )
+
+    # two pairs (as SAC's Q and twin Q), and one with an integer buffer
+    pairs = [
+        (net(8), net(8)),
+        (net(16), net(16)),
+        (torch.nn.BatchNorm1d(4), torch.nn.BatchNorm1d(4)),
+    ]
+    pairs[2][0].num_batches_tracked += 7
+    ours = copy.deepcopy(pairs)
+    before = pairs[0][1][0].weight.detach().clone()
+    for main, target in pairs:
+        update_target_network(main_net=main, target_net=target, tau=tau)
+    ray_internals.polyak_average(ours, tau)
+    for (_, rllib_target), (_, our_target) in zip(pairs, ours, strict=True):
+        for (name, a), b in zip(
+            rllib_target.state_dict().items(), our_target.state_dict().values(), strict=True
+        ):
+            assert torch.equal(a, b), name
+    assert not torch.equal(ours[0][1][0].weight, before)  # the targets moved
