@@ -53,7 +53,7 @@ run: setup
 
 mlflow-ui: setup
 	@mkdir -p "$(TUNER_DATA_DIR)"
-	$(VENV)/bin/mlflow server --host 127.0.0.1 --port 5000 \
+	$(VENV)/bin/mlflow server --host 127.0.0.1 --port $(TUNER_MLFLOW_PORT) \
 		--backend-store-uri "sqlite:///$(TUNER_DATA_DIR)/mlflow.db" \
 		--default-artifact-root "file://$(TUNER_DATA_DIR)/mlflow-artifacts"
 
