@@ -224,7 +224,7 @@ def polyak_average(pairs: list[tuple[Any, Any]], tau: float) -> None:
     """Each target net of `pairs` (main, target) becomes `tau * main + (1 - tau) *
     target`, as RLlib's update_target_network computes it (the same values bit for bit),
     written into the target's tensors in place: without RLlib's new state dict and its
-    load_state_dict per pair (0.6 of its time)."""
+    load_state_dict per pair (0.6 of RLlib's time on SAC's nets)."""
     import torch
 
     with torch.no_grad():
@@ -236,7 +236,7 @@ def polyak_average(pairs: list[tuple[Any, Any]], tau: float) -> None:
 
 def lean_target_updates(learner: Any) -> bool:
     """DQN's and SAC's target-network update (DQNLearner.after_gradient_based_update)
-    with every Polyak average of a module in one pass; True if installed.
+    with its Polyak averages written into the targets in place; True if installed.
 
     RLlib builds a new state dict per pair and loads it back: for SAC, which updates its
     four target pairs after every update, 9 % of a trial's time (docs/benchmarks.md).
