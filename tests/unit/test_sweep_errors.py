@@ -125,6 +125,26 @@ def test_a_sweep_stopped_by_the_supervisor_leaves_no_trial_running(store, tmp_pa
     assert store.get_trial(exp, "t").status == "PAUSED"
 
 
+@pytest.mark.parametrize("outcome", ["FAILED", "STOPPED"])
+def test_a_live_status_written_after_the_sweep_ended_is_stored_paused(store, tmp_path, outcome):
+    """The supervisor ends a sweep whose job it stopped; the dying driver's last result
+    still arrives (RUNNING, a new iteration): the trial keeps the iteration and is
+    PAUSED, never RUNNING under an ended sweep. A trial that finished keeps its end."""
+    exp = service.submit(store, SPEC, []).id
+    store.transition(exp, "RUNNING", allowed_from={"QUEUED"})
+    store.upsert_trial(exp, "t", status="RUNNING", iterations=2)
+    assert store.transition(exp, outcome, allowed_from={"RUNNING"})
+    store.upsert_trial(exp, "t", status="RUNNING", iterations=3)
+    store.upsert_trial(exp, "new", status="PENDING")
+    store.upsert_trial(exp, "done", status="TERMINATED")
+    trials = {t.trial_id: (t.status, t.iterations) for t in store.list_trials(exp)}
+    assert trials == {"t": ("PAUSED", 3), "new": ("PAUSED", 0), "done": ("TERMINATED", 0)}
+    # a resume makes the sweep live again: its trials run again
+    assert store.transition(exp, "QUEUED", allowed_from={outcome})
+    store.upsert_trial(exp, "t", status="RUNNING", iterations=4)
+    assert store.get_trial(exp, "t").status == "RUNNING"
+
+
 def test_a_sweep_that_succeeds_after_a_resume_keeps_the_earlier_end_as_history(
     tmp_path, monkeypatch
 ):

@@ -28,16 +28,18 @@ from tuner.store._models import (
     TrialRow,
     utcnow,
 )
-from tuner.store._trial_store import BULK, TrialStore, shorten_error
+from tuner.store._trial_store import (
+    BULK,
+    ENDED_UNFINISHED,
+    UNFINISHED,
+    TrialStore,
+    shorten_error,
+)
 
 EXPERIMENT_FIELDS = set(ExperimentRecord.model_fields) - {"id", "created_at"}
 # what a transition stamps itself: the status and its times
 TRANSITION_FIELDS = EXPERIMENT_FIELDS - {"status", "updated_at", "started_at", "finished_at"}
 ADMISSION_LOCK = 7531902469  # Postgres advisory lock: one sweep admitted at a time
-# A sweep that ends with trials still pending or running was stopped, or failed, before
-# they finished: they are PAUSED (a resume continues them), never left looking live.
-UNFINISHED = (TrialStatus.PENDING.value, TrialStatus.RUNNING.value)
-ENDED_UNFINISHED = {SweepStatus.STOPPED, SweepStatus.FAILED}
 NOT_FINISHED_NOTE = "not finished: the sweep FAILED before this trial ended; a resume continues it"
 
 

@@ -11,8 +11,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from tuner.mlflow_names import STAGE_SEARCH
-from tuner.statuses import TrialStatus
-from tuner.store._models import MetricPointRow, TrialRow, utcnow
+from tuner.statuses import SweepStatus, TrialStatus
+from tuner.store._models import ExperimentRow, MetricPointRow, TrialRow, utcnow
 from tuner.store._text import last_lines
 from tuner.views import MetricPoint, TrialView
 
@@ -33,6 +33,10 @@ TRIAL_DEFAULTS: dict[str, Any] = {
     "env_steps": 0,
     "retries": 0,
 }
+# A sweep that ends with trials still pending or running was stopped, or failed, before
+# they finished: they are PAUSED (a resume continues them), never left looking live.
+UNFINISHED = (TrialStatus.PENDING.value, TrialStatus.RUNNING.value)
+ENDED_UNFINISHED = (SweepStatus.STOPPED.value, SweepStatus.FAILED.value)
 
 
 def _finite(value: float | None) -> float | None:
@@ -79,7 +83,9 @@ class TrialStore:
             **fields: The trial's columns to set; a new trial gets defaults for the
                 rest (PENDING, the search stage, no iterations). A metric, best_metric,
                 score or train_score that is not finite is stored as None, an error as
-                its last lines.
+                its last lines. A PENDING or RUNNING status arriving after the sweep
+                ended STOPPED or FAILED (a driver's last result, written while its job
+                was being stopped) is stored as PAUSED: an ended sweep has no live trial.
 
         Raises:
             TypeError: A field that is not a trial field.
@@ -98,10 +104,17 @@ class TrialStore:
         where = (TrialRow.experiment_id == experiment_id) & (TrialRow.trial_id == trial_id)
 
         def work(session: Session) -> None:
-            changed = update(TrialRow).where(where).values(**fields)
+            values = fields
+            if fields.get("status", TRIAL_DEFAULTS["status"]) in UNFINISHED:
+                # read under a share lock: a transition that ends the sweep (and pauses its
+                # trials) waits for this write, or this one sees the sweep ended
+                sweep = select(ExperimentRow.status).where(ExperimentRow.id == experiment_id)
+                if session.scalar(sweep.with_for_update(read=True)) in ENDED_UNFINISHED:
+                    values = {**fields, "status": TrialStatus.PAUSED.value}
+            changed = update(TrialRow).where(where).values(**values)
             if session.execute(changed, execution_options=BULK).rowcount:
                 return
-            row = {**TRIAL_DEFAULTS, **fields, "experiment_id": experiment_id}
+            row = {**TRIAL_DEFAULTS, **values, "experiment_id": experiment_id}
             session.execute(insert(TrialRow).values(**row, trial_id=trial_id))
 
         self._write(work)
