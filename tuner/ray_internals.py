@@ -140,6 +140,18 @@ def sample_env_runners(algo: Any) -> tuple[Any, Any]:
     )
 
 
+def env_runner_pipelines(runner: Any) -> tuple[Any, Any]:
+    """An env runner's env-to-module and module-to-env connector pipelines.
+
+    Args:
+        runner: A SingleAgentEnvRunner.
+
+    Returns:
+        (env-to-module pipeline, module-to-env pipeline).
+    """
+    return runner._env_to_module, runner._module_to_env
+
+
 def update_unreduced(learner_group: Any, batch: Any, timesteps: dict[str, Any]) -> None:
     """One learner update whose metrics are left unreduced (the next reduce takes them)."""
     learner_group.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=True)

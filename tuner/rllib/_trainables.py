@@ -40,7 +40,7 @@ from tuner.ray_internals import (
     rebuild_in_place,
     torch_schedulers_own_lr,
 )
-from tuner.rllib import _fast_replay
+from tuner.rllib import _fast_replay, _lean_sampling
 from tuner.rllib._envs import split_env_name
 from tuner.rllib._evaluate import evaluate_checkpoint
 from tuner.rllib._lean_ppo import TunerPPOConfig
@@ -222,6 +222,14 @@ class _SweepTrialMixin(LocalReplayBufferHook):
                 if not call.ok:
                     logger.warning("RLlib's own gradient step kept: %r", call.get())
             self._lean_steps = all(call.ok and call.get() for call in calls)
+        # every env runner: the default connector pipelines without their per-step
+        # overhead, where the lean ones make the same batches (_lean_sampling)
+        self._sampling_path = ""
+        runners = getattr(self, "env_runner_group", None)
+        if runners is not None and _lean_sampling.lean_sampling_on():
+            paths = set(runners.foreach_env_runner(_lean_sampling.install))
+            self._sampling_path = ", ".join(sorted(paths))
+            logger.info("sampling path: %s", self._sampling_path)
         # DQN / SAC: the flat replay path where it is the same algorithm (_fast_replay)
         self._flat_replay: _fast_replay.TransitionBuffer | None = None
         self._replay_path = ""
@@ -268,6 +276,8 @@ class _SweepTrialMixin(LocalReplayBufferHook):
         }
         if self._replay_path:
             result["tuner"]["replay"] = self._replay_path
+        if self._sampling_path:
+            result["tuner"]["sampling"] = self._sampling_path
         if self._final_eval and budget_spent(self._final_eval, result, self.iteration + 1):
             # evaluation.at_end: the final policy, deterministic, played as `tuner
             # evaluate` plays its checkpoint (episode i from seed + i), so that the score

@@ -1,0 +1,108 @@
+"""The lean sampling path (tuner/rllib/_lean_sampling.py): an env runner with the lean
+connector pipelines fills the very same episodes as RLlib's own pipelines (observations,
+actions, rewards, ends, every extra model output, to the bit, exploring and not); a
+runner it does not cover keeps RLlib's; a trial reports which path its runners took."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ray.rllib.algorithms.dqn import DQNConfig
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.algorithms.sac import SACConfig
+from ray.rllib.connectors.env_to_module import FlattenObservations
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+from tests.conftest import TINY_TRIALS
+from tuner.ray_internals import env_runner_pipelines
+from tuner.rllib import trainable_for
+from tuner.rllib._lean_sampling import install, why_not
+from tuner.spec import parse_spec
+from tuner.sweep import trial_params
+
+pytestmark = pytest.mark.integration
+
+
+def _runner(config, env: str, envs: int, lean: bool) -> SingleAgentEnvRunner:
+    config = (
+        config.environment(env)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=envs)
+        .debugging(seed=3)
+    )
+    runner = SingleAgentEnvRunner(config=config)
+    if lean:
+        assert install(runner) == "lean"
+    return runner
+
+
+def _fields(episode) -> dict:
+    return {
+        "obs": np.asarray(episode.get_observations()),
+        "actions": np.asarray(episode.get_actions()),
+        "rewards": np.asarray(episode.get_rewards()),
+        "ends": np.asarray([episode.is_terminated, episode.is_truncated]),
+        **{
+            f"extra/{key}": np.asarray(episode.get_extra_model_outputs(key))
+            for key in episode.extra_model_outputs
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "envs"),
+    [(DQNConfig, "CartPole-v1", 4), (SACConfig, "Pendulum-v1", 1), (PPOConfig, "CartPole-v1", 3)],
+    ids=["DQN-4-envs", "SAC-1-env", "PPO-3-envs"],
+)
+def test_the_lean_pipelines_fill_the_same_episodes_as_rllibs(config, env, envs):
+    sampled, returns = {}, {}
+    for lean in (False, True):
+        runner = _runner(config(), env, envs, lean)
+        try:
+            episodes = runner.sample(num_timesteps=600, explore=True)
+            episodes += runner.sample(num_timesteps=200, explore=False)
+            sampled[lean] = [_fields(e) for e in episodes]
+            returns[lean] = runner.get_metrics()["episode_return_mean"]
+        finally:
+            runner.stop()
+    assert len(sampled[True]) == len(sampled[False]) > envs  # episodes ended and went on
+    for rllib, lean in zip(sampled[False], sampled[True], strict=True):
+        assert lean.keys() == rllib.keys()
+        for key, value in rllib.items():
+            assert lean[key].dtype == value.dtype, key
+            np.testing.assert_array_equal(lean[key], value, err_msg=key)
+    assert returns[True] == returns[False]
+
+
+def test_runners_it_does_not_cover_keep_rllibs_pipelines():
+    cases = {
+        "a stateful (RNN) module": PPOConfig()
+        .environment("CartPole-v1")
+        .rl_module(model_config={"use_lstm": True}),
+        "own env-to-module connectors": PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(env_to_module_connector=lambda env, spaces, device: FlattenObservations()),
+    }
+    for why, config in cases.items():
+        runner = SingleAgentEnvRunner(config=config.env_runners(num_env_runners=0))
+        try:
+            assert why_not(runner) == why
+            assert install(runner) == f"rllib ({why})"
+            assert not any(
+                type(p).__name__.startswith("Lean") for p in env_runner_pipelines(runner)
+            )
+            assert len(runner.sample(num_timesteps=20, explore=True)) >= 1  # RLlib's own
+        finally:
+            runner.stop()
+
+
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_a_trial_reports_its_sampling_path(ray_local, monkeypatch, switch):
+    monkeypatch.setenv("TUNER_LEAN_SAMPLING", switch)
+    spec = parse_spec({"name": "lean-sampling", "algorithm": "DQN", **TINY_TRIALS["DQN"]})
+    algo = trainable_for(spec)(config={**trial_params(spec), "seed": 3})
+    try:
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert result["num_env_steps_sampled_lifetime"] > 0
+    assert result["tuner"].get("sampling") == ("lean" if switch == "1" else None)

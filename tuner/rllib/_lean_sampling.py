@@ -1,0 +1,240 @@
+"""Sampling without RLlib's connector pipelines' per-step overhead: the same batches.
+
+An env runner passes every env step through two connector pipelines: env-to-module (five
+pieces) before the module's forward pass, module-to-env (six pieces) after it. Each piece
+runs under a timer of its own and regroups the data per episode and back, also where it
+has nothing to do (no RNN state, one agent). For the default pipelines of a single-agent
+runner of a stateless torch module on a Box observation space, those eleven pieces come
+down to: stack each episode's last observation into a tensor; turn the module's output
+into actions (RLlib's own GetActions piece: the same draws from the same distributions);
+numpy rows per env; the actions unsquashed or clipped for the env. That is what the lean
+pipelines do, with RLlib's own functions for each step, so the episodes they fill are the
+same to the bit (tests/integration/test_lean_sampling.py compares them field by field
+with RLlib's for DQN, SAC and PPO).
+
+Any other runner keeps RLlib's pipelines (`why_not` says why): a spec's own connectors or
+env runner, an RNN, several agents, a Dict/Tuple observation or action space.
+`TUNER_LEAN_SAMPLING=0` keeps them everywhere (for comparisons).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+from ray.rllib.connectors.env_to_module import EnvToModulePipeline
+from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.utils.metrics import (
+    ENV_TO_MODULE_SUM_EPISODES_LENGTH_IN,
+    ENV_TO_MODULE_SUM_EPISODES_LENGTH_OUT,
+)
+from ray.rllib.utils.numpy import convert_to_numpy
+from ray.rllib.utils.spaces.space_utils import (
+    batch as batch_fn,
+)
+from ray.rllib.utils.spaces.space_utils import (
+    clip_action,
+    get_base_struct_from_space,
+    unbatch,
+    unsquash_action,
+)
+
+from tuner.ray_internals import env_runner_pipelines
+
+LEAN_SAMPLING_SWITCH = "TUNER_LEAN_SAMPLING"
+# RLlib 2.60's default pipelines of a single-agent env runner, piece by piece
+ENV_TO_MODULE_PIECES = (
+    "AddObservationsFromEpisodesToBatch",
+    "AddTimeDimToBatchAndZeroPad",
+    "AddStatesFromEpisodesToBatch",
+    "BatchIndividualItems",
+    "NumpyToTensor",
+)
+MODULE_TO_ENV_PIECES = (
+    "GetActions",
+    "TensorToNumpy",
+    "UnBatchToIndividualItems",
+    "RemoveSingleTsTimeRankFromBatch",
+    "NormalizeAndClipActions",
+    "ListifyDataForVectorEnv",
+)
+ACTION_COLUMNS = (Columns.ACTIONS, Columns.ACTIONS_FOR_ENV)
+
+
+def lean_sampling_on() -> bool:
+    """Whether trials take the lean pipelines where they can (TUNER_LEAN_SAMPLING is
+    not "0").
+
+    Returns:
+        True unless the switch is off.
+    """
+    return os.environ.get(LEAN_SAMPLING_SWITCH, "1") != "0"
+
+
+def _pieces(pipeline: Any) -> tuple[str, ...]:
+    """The class names of a pipeline's pieces, each from RLlib itself (else empty)."""
+    connectors = getattr(pipeline, "connectors", None) or []
+    if any(not type(c).__module__.startswith("ray.rllib.connectors.") for c in connectors):
+        return ()
+    return tuple(type(c).__name__ for c in connectors)
+
+
+def why_not(runner: Any) -> str | None:
+    """Why an env runner keeps RLlib's pipelines, or None where the lean ones do the same.
+
+    Args:
+        runner: An env runner, as built in its process.
+
+    Returns:
+        The reason, or None.
+    """
+    if type(runner) is not SingleAgentEnvRunner:
+        return f"env runner {type(runner).__name__}"
+    module = getattr(runner, "module", None)
+    if module is None or getattr(module, "framework", None) != "torch":
+        return "no torch module on the env runner"
+    if module.is_stateful():
+        return "a stateful (RNN) module"
+    to_module, to_env = env_runner_pipelines(runner)
+    if type(to_module) is not EnvToModulePipeline or _pieces(to_module) != ENV_TO_MODULE_PIECES:
+        return "own env-to-module connectors"
+    if type(to_env) is not ModuleToEnvPipeline or _pieces(to_env) != MODULE_TO_ENV_PIECES:
+        return "own module-to-env connectors"
+    if not isinstance(runner.env.single_observation_space, gym.spaces.Box):
+        return f"observation space {type(runner.env.single_observation_space).__name__}"
+    if not isinstance(runner.env.single_action_space, (gym.spaces.Box, gym.spaces.Discrete)):
+        return f"action space {type(runner.env.single_action_space).__name__}"
+    return None
+
+
+class LeanEnvToModule(EnvToModulePipeline):
+    """The default env-to-module pipeline of a stateless single-agent module, in one step:
+    each episode's last observation, batched, as a tensor (RLlib's NumpyToTensor piece)."""
+
+    def __call__(  # type: ignore[override]
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any] | None = None,
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The module's input for the episodes' next step.
+
+        Args:
+            rl_module: The env runner's module.
+            batch: The batch so far (none from the env runner; else RLlib's pipeline).
+            episodes: The ongoing episodes, one per env.
+            explore: Whether the module explores.
+            shared_data: Data the two pipelines share within one step.
+            metrics: The env runner's metrics logger (no per-piece timers here).
+            **kwargs: The env runner's other arguments (passed on to RLlib's pipeline).
+
+        Returns:
+            {"obs": tensor}, as RLlib's pipeline gives it.
+        """
+        if batch or not episodes:
+            return super().__call__(
+                rl_module=rl_module,
+                batch=batch,
+                episodes=episodes,
+                explore=explore,
+                shared_data=shared_data,
+                metrics=metrics,
+                **kwargs,
+            )
+        shared_data = shared_data if shared_data is not None else {}
+        if metrics:  # the two values EnvToModulePipeline reports
+            length = sum(map(len, episodes))
+            metrics.log_value(ENV_TO_MODULE_SUM_EPISODES_LENGTH_IN, length)
+        observations = [episode.get_observations(-1) for episode in episodes]
+        stacked = batch_fn(observations, individual_items_already_have_batch_dim="auto")
+        # what UnBatchToIndividualItems reads in RLlib's module-to-env pipeline
+        shared_data["memorized_map_structure"] = [episode.id_ for episode in episodes]
+        to_tensor = self.connectors[-1]  # RLlib's NumpyToTensor, with its device
+        out = to_tensor(
+            rl_module=rl_module,
+            batch={Columns.OBS: stacked},
+            episodes=episodes,
+            explore=explore,
+            shared_data=shared_data,
+        )
+        if metrics:
+            metrics.log_value(ENV_TO_MODULE_SUM_EPISODES_LENGTH_OUT, length)
+        return out
+
+
+class LeanModuleToEnv(ModuleToEnvPipeline):
+    """The default module-to-env pipeline of a stateless single-agent module: RLlib's
+    GetActions piece, then numpy rows per env and the actions for the env."""
+
+    def __call__(  # type: ignore[override]
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        metrics: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The env's actions, and per env the module's other outputs.
+
+        Args:
+            rl_module: The env runner's module.
+            batch: The module's forward output.
+            episodes: The ongoing episodes, one per env.
+            explore: Whether the module explores.
+            shared_data: Data the two pipelines share within one step.
+            metrics: The env runner's metrics logger (no per-piece timers here).
+            **kwargs: The env runner's other arguments.
+
+        Returns:
+            RLlib's pipeline's output: `actions` and `actions_for_env` batched, each other
+            column a list of one row per env.
+        """
+        get_actions, normalize = self.connectors[0], self.connectors[4]
+        batch = get_actions(
+            rl_module=rl_module,
+            batch=batch,
+            episodes=episodes,
+            explore=explore,
+            shared_data=shared_data,
+        )
+        batch = convert_to_numpy(batch)
+        out: dict[str, Any] = {}
+        for column, data in batch.items():
+            rows = unbatch(data)
+            out[column] = batch_fn(rows) if column in ACTION_COLUMNS else rows
+        if normalize.normalize_actions or normalize.clip_actions:
+            space = get_base_struct_from_space(normalize.action_space)
+            act = unsquash_action if normalize.normalize_actions else clip_action
+            rows = unbatch(out[Columns.ACTIONS])
+            out[Columns.ACTIONS_FOR_ENV] = batch_fn([act(row, space) for row in rows])
+        return out
+
+
+def install(runner: Any) -> str:
+    """Gives an env runner the lean pipelines where they do what RLlib's do.
+
+    Args:
+        runner: An env runner, in its own process (EnvRunnerGroup.foreach_env_runner).
+
+    Returns:
+        "lean", or "rllib (<why>)".
+    """
+    why = why_not(runner)
+    if why is not None:
+        return f"rllib ({why})"
+    to_module, to_env = env_runner_pipelines(runner)
+    # the same pipeline objects (their pieces, state and checkpoints), called leanly
+    to_module.__class__ = LeanEnvToModule
+    to_env.__class__ = LeanModuleToEnv
+    return "lean"
