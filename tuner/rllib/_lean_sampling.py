@@ -103,10 +103,13 @@ def why_not(runner: Any) -> str | None:
         return "own env-to-module connectors"
     if type(to_env) is not ModuleToEnvPipeline or _pieces(to_env) != MODULE_TO_ENV_PIECES:
         return "own module-to-env connectors"
-    if not isinstance(runner.env.single_observation_space, gym.spaces.Box):
-        return f"observation space {type(runner.env.single_observation_space).__name__}"
-    if not isinstance(runner.env.single_action_space, (gym.spaces.Box, gym.spaces.Discrete)):
-        return f"action space {type(runner.env.single_action_space).__name__}"
+    env = getattr(runner, "env", None)
+    if env is None:
+        return "no env on the env runner"
+    if not isinstance(env.single_observation_space, gym.spaces.Box):
+        return f"observation space {type(env.single_observation_space).__name__}"
+    if not isinstance(env.single_action_space, (gym.spaces.Box, gym.spaces.Discrete)):
+        return f"action space {type(env.single_action_space).__name__}"
     return None
 
 
