@@ -10,7 +10,8 @@ into actions (RLlib's own GetActions piece: the same draws from the same distrib
 numpy rows per env; the actions unsquashed or clipped for the env. That is what the lean
 pipelines do, with RLlib's own functions for each step, so the episodes they fill are the
 same to the bit (tests/integration/test_lean_sampling.py compares them field by field
-with RLlib's for DQN, SAC and PPO).
+with RLlib's for DQN, SAC and PPO). The module's eval() before each step returns at once
+where the module is in eval mode already (tuner/rllib/_lean_modes.py).
 
 Any other runner keeps RLlib's pipelines (`why_not` says why): a spec's own connectors or
 env runner, an RNN, several agents, a Dict/Tuple observation or action space.
@@ -43,6 +44,7 @@ from ray.rllib.utils.spaces.space_utils import (
 )
 
 from tuner.ray_internals import env_runner_pipelines
+from tuner.rllib._lean_modes import lean_mode_switches
 
 LEAN_SAMPLING_SWITCH = "TUNER_LEAN_SAMPLING"
 # RLlib 2.60's default pipelines of a single-agent env runner, piece by piece
@@ -240,4 +242,5 @@ def install(runner: Any) -> str:
     # the same pipeline objects (their pieces, state and checkpoints), called leanly
     to_module.__class__ = LeanEnvToModule
     to_env.__class__ = LeanModuleToEnv
+    lean_mode_switches(runner.module)  # eval() before each step: once, not every step
     return "lean"

@@ -40,7 +40,7 @@ from tuner.ray_internals import (
     rebuild_in_place,
     torch_schedulers_own_lr,
 )
-from tuner.rllib import _fast_replay, _lean_sampling
+from tuner.rllib import _fast_replay, _lean_modes, _lean_sampling
 from tuner.rllib._envs import split_env_name
 from tuner.rllib._evaluate import evaluate_checkpoint
 from tuner.rllib._lean_ppo import TunerPPOConfig
@@ -222,6 +222,8 @@ class _SweepTrialMixin(LocalReplayBufferHook):
                 if not call.ok:
                     logger.warning("RLlib's own gradient step kept: %r", call.get())
             self._lean_steps = all(call.ok and call.get() for call in calls)
+            # train() before each update walks the module tree only if a flag changes
+            group.foreach_learner(_lean_modes.lean_learner_modes)
         # every env runner: the default connector pipelines without their per-step
         # overhead, where the lean ones make the same batches (_lean_sampling)
         self._sampling_path = ""
