@@ -4,6 +4,8 @@ switch leaves it, torch's walk runs only where a flag changes, a copy switches i
 from __future__ import annotations
 
 import copy
+import io
+import pickle
 import random
 
 import pytest
@@ -78,6 +80,29 @@ def test_a_copy_switches_itself_not_the_original():
     # dropout acts in the twin (train), not in the original (eval)
     torch.testing.assert_close(module.body(x), module.body(x))
     assert (twin.body(x) == 0).any()
+
+
+def test_a_submodule_added_after_a_switch_is_switched_like_the_rest():
+    module = Counted()
+    lean_mode_switches(module)
+    module.eval()
+    module.extra = torch.nn.Dropout(0.5)  # a new module starts in train mode
+    module.eval()
+    assert not any(flags(module))
+
+
+def test_the_module_still_pickles_and_switches_after_loading():
+    module = Counted()
+    lean_mode_switches(module)
+    module.eval()
+    buffer = io.BytesIO()
+    torch.save(module, buffer)
+    buffer.seek(0)
+    for loaded in (pickle.loads(pickle.dumps(module)), torch.load(buffer, weights_only=False)):
+        assert not any(flags(loaded))
+        loaded.train()
+        assert all(flags(loaded))
+        assert not any(flags(module))  # the original is left as it was
 
 
 def test_a_mode_that_is_not_a_bool_is_refused_as_torch_refuses_it():

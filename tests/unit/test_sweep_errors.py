@@ -133,12 +133,24 @@ def test_a_live_status_written_after_the_sweep_ended_is_stored_paused(store, tmp
     exp = service.submit(store, SPEC, []).id
     store.transition(exp, "RUNNING", allowed_from={"QUEUED"})
     store.upsert_trial(exp, "t", status="RUNNING", iterations=2)
+    store.upsert_trial(exp, "done", status="TERMINATED")
     assert store.transition(exp, outcome, allowed_from={"RUNNING"})
     store.upsert_trial(exp, "t", status="RUNNING", iterations=3)
     store.upsert_trial(exp, "new", status="PENDING")
-    store.upsert_trial(exp, "done", status="TERMINATED")
+    store.upsert_trial(exp, "unsaid")  # a new row without a status: PENDING by default
+    store.upsert_trial(exp, "done", score=1.0)  # no status given: the trial keeps its own
     trials = {t.trial_id: (t.status, t.iterations) for t in store.list_trials(exp)}
-    assert trials == {"t": ("PAUSED", 3), "new": ("PAUSED", 0), "done": ("TERMINATED", 0)}
+    assert trials == {
+        "t": ("PAUSED", 3),
+        "new": ("PAUSED", 0),
+        "unsaid": ("PAUSED", 0),
+        "done": ("TERMINATED", 0),
+    }
+    note = store.get_trial(exp, "t").error
+    if outcome == "FAILED":  # why it did not finish, as the end wrote it for the others
+        assert note.startswith("not finished: the sweep FAILED")
+    else:
+        assert note is None
     # a resume makes the sweep live again: its trials run again
     assert store.transition(exp, "QUEUED", allowed_from={outcome})
     store.upsert_trial(exp, "t", status="RUNNING", iterations=4)

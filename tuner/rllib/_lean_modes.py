@@ -12,24 +12,16 @@ forward pass, and so every update, is the same.
 
 from __future__ import annotations
 
-import types
-import weakref
+import functools
 from typing import Any
-
-# each module's submodules (itself included), listed at its first switch
-_SUBMODULES: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 
 
 def _lean_train(self: Any, mode: bool = True) -> Any:
-    """torch's `Module.train`, skipped where every submodule already has `mode`."""
-    if not isinstance(mode, bool):  # torch's own error
-        return type(self).train(self, mode)
-    submodules = _SUBMODULES.get(self)
-    if submodules is None:  # a copy (deepcopy rebinds this method) lists its own
-        submodules = _SUBMODULES[self] = list(self.modules())
-    if all(m.training == mode for m in submodules):
+    """torch's `Module.train`, skipped where every submodule already has `mode` (the
+    submodules read each time: one added later is switched like the rest)."""
+    if isinstance(mode, bool) and all(m.training == mode for m in self.modules()):
         return self
-    return type(self).train(self, mode)
+    return type(self).train(self, mode)  # torch's own walk (and its error for a non-bool)
 
 
 def lean_mode_switches(module: Any) -> bool:
@@ -46,7 +38,9 @@ def lean_mode_switches(module: Any) -> bool:
 
     if not isinstance(module, torch.nn.Module):
         return False
-    module.train = types.MethodType(_lean_train, module)
+    # a partial, not a bound method: the module still pickles (torch.save) and a deepcopy
+    # switches the copy
+    module.train = functools.partial(_lean_train, module)
     return True
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from tuner.errors import TunerError
-from tuner.statuses import ACTIVE, TERMINAL, SweepStatus, TrialStatus
+from tuner.statuses import ACTIVE, TERMINAL, SweepStatus
 from tuner.store._engine import migrate, open_engine
 from tuner.store._models import (
     TRANSITIONS,
@@ -31,8 +31,8 @@ from tuner.store._models import (
 from tuner.store._trial_store import (
     BULK,
     ENDED_UNFINISHED,
-    UNFINISHED,
     TrialStore,
+    end_unfinished_trials,
     shorten_error,
 )
 
@@ -40,7 +40,6 @@ EXPERIMENT_FIELDS = set(ExperimentRecord.model_fields) - {"id", "created_at"}
 # what a transition stamps itself: the status and its times
 TRANSITION_FIELDS = EXPERIMENT_FIELDS - {"status", "updated_at", "started_at", "finished_at"}
 ADMISSION_LOCK = 7531902469  # Postgres advisory lock: one sweep admitted at a time
-NOT_FINISHED_NOTE = "not finished: the sweep FAILED before this trial ended; a resume continues it"
 
 
 class Store(TrialStore):
@@ -233,7 +232,7 @@ class Store(TrialStore):
         with self._sessions.begin() as session:
             moved = session.execute(statement, execution_options=BULK).rowcount == 1
             if moved and to in ENDED_UNFINISHED:
-                _end_unfinished_trials(session, experiment_id, to, now)
+                end_unfinished_trials(session, experiment_id, outcome=to.value)
             return moved
 
     def queued_in_order(self) -> list[ExperimentRecord]:
@@ -296,24 +295,6 @@ class Store(TrialStore):
                 )
             gone = delete(ExperimentRow).where(ExperimentRow.id == experiment_id)
             return session.execute(gone, execution_options=BULK).rowcount == 1
-
-
-def _end_unfinished_trials(
-    session: Session, experiment_id: str, outcome: SweepStatus, now: Any
-) -> None:
-    """A sweep that ended STOPPED or FAILED: its trials still PENDING or RUNNING are
-    PAUSED (a resume continues them); after a failure their error says why they stopped
-    (below the error they had, if any)."""
-    values: dict[str, Any] = {"status": TrialStatus.PAUSED.value, "updated_at": now}
-    if outcome == SweepStatus.FAILED:
-        before = func.coalesce(TrialRow.error + "\n", "")
-        values["error"] = before + NOT_FINISHED_NOTE
-    statement = (
-        update(TrialRow)
-        .where(TrialRow.experiment_id == experiment_id, TrialRow.status.in_(UNFINISHED))
-        .values(**values)
-    )
-    session.execute(statement, execution_options=BULK)
 
 
 def _check_status(status: str) -> str:

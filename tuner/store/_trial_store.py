@@ -37,6 +37,7 @@ TRIAL_DEFAULTS: dict[str, Any] = {
 # they finished: they are PAUSED (a resume continues them), never left looking live.
 UNFINISHED = (TrialStatus.PENDING.value, TrialStatus.RUNNING.value)
 ENDED_UNFINISHED = (SweepStatus.STOPPED.value, SweepStatus.FAILED.value)
+NOT_FINISHED_NOTE = "not finished: the sweep FAILED before this trial ended; a resume continues it"
 
 
 def _finite(value: float | None) -> float | None:
@@ -54,6 +55,35 @@ def shorten_error(fields: dict[str, Any]) -> None:
     """An error among `fields` as the store keeps it: its last lines (tuner.store.last_lines)."""
     if isinstance(fields.get("error"), str):
         fields["error"] = last_lines(fields["error"])
+
+
+def end_unfinished_trials(
+    session: Session, experiment_id: str, *, outcome: str | None = None, trial_id: str | None = None
+) -> None:
+    """A sweep that ended STOPPED or FAILED: its trials (or the one `trial_id`) still
+    PENDING or RUNNING are PAUSED (a resume continues them); after a failure their error
+    says why they stopped (below the error they had, if any).
+
+    Args:
+        session: The open transaction.
+        experiment_id: The sweep's id.
+        outcome: How the sweep ended; None: read from the store (nothing changes unless
+            it is STOPPED or FAILED).
+        trial_id: Only this trial; None: every trial of the sweep.
+    """
+    if outcome is None:
+        sweep = select(ExperimentRow.status).where(ExperimentRow.id == experiment_id)
+        outcome = session.scalar(sweep)
+    if outcome not in ENDED_UNFINISHED:
+        return
+    values: dict[str, Any] = {"status": TrialStatus.PAUSED.value, "updated_at": utcnow()}
+    if outcome == SweepStatus.FAILED.value:
+        before = func.coalesce(TrialRow.error + "\n", "")
+        values["error"] = before + NOT_FINISHED_NOTE
+    where = [TrialRow.experiment_id == experiment_id, TrialRow.status.in_(UNFINISHED)]
+    if trial_id is not None:
+        where.append(TrialRow.trial_id == trial_id)
+    session.execute(update(TrialRow).where(*where).values(**values), execution_options=BULK)
 
 
 class TrialStore:
@@ -83,9 +113,10 @@ class TrialStore:
             **fields: The trial's columns to set; a new trial gets defaults for the
                 rest (PENDING, the search stage, no iterations). A metric, best_metric,
                 score or train_score that is not finite is stored as None, an error as
-                its last lines. A PENDING or RUNNING status arriving after the sweep
-                ended STOPPED or FAILED (a driver's last result, written while its job
-                was being stopped) is stored as PAUSED: an ended sweep has no live trial.
+                its last lines. A trial left PENDING or RUNNING by a write that comes
+                after its sweep ended STOPPED or FAILED (a driver's last result, written
+                while its job was being stopped) is PAUSED as the end paused the others:
+                an ended sweep has no live trial.
 
         Raises:
             TypeError: A field that is not a trial field.
@@ -104,18 +135,18 @@ class TrialStore:
         where = (TrialRow.experiment_id == experiment_id) & (TrialRow.trial_id == trial_id)
 
         def work(session: Session) -> None:
-            values = fields
-            if fields.get("status", TRIAL_DEFAULTS["status"]) in UNFINISHED:
-                # read under a share lock: a transition that ends the sweep (and pauses its
-                # trials) waits for this write, or this one sees the sweep ended
-                sweep = select(ExperimentRow.status).where(ExperimentRow.id == experiment_id)
-                if session.scalar(sweep.with_for_update(read=True)) in ENDED_UNFINISHED:
-                    values = {**fields, "status": TrialStatus.PAUSED.value}
-            changed = update(TrialRow).where(where).values(**values)
+            changed = update(TrialRow).where(where).values(**fields)
             if session.execute(changed, execution_options=BULK).rowcount:
-                return
-            row = {**TRIAL_DEFAULTS, **values, "experiment_id": experiment_id}
-            session.execute(insert(TrialRow).values(**row, trial_id=trial_id))
+                live = fields.get("status") in UNFINISHED
+            else:
+                row = {**TRIAL_DEFAULTS, **fields, "experiment_id": experiment_id}
+                session.execute(insert(TrialRow).values(**row, trial_id=trial_id))
+                live = row["status"] in UNFINISHED
+            if live:
+                # read after the write, in its transaction: on SQLite the write holds the
+                # database's write lock, on Postgres a transition that ends the sweep
+                # either committed before this read (seen here) or pauses this row after
+                end_unfinished_trials(session, experiment_id, trial_id=trial_id)
 
         self._write(work)
 
