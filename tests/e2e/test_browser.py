@@ -81,8 +81,8 @@ def test_page_with_200_trials(server, browser):
 
     store = Store(f"sqlite:///{server.data_dir / 'tuner.db'}")
     spec = {**tiny("wide"), "metric": "env_runners/episode_return_mean", "mode": "max"}
-    rec = store.create_experiment(name="wide", spec=spec, warnings=[])
-    store.transition(rec.id, "STOPPED", allowed_from={"QUEUED"})  # never launched
+    # ended as it is created: the server's supervisor never sees it QUEUED (and launches it)
+    rec = store.create_experiment(name="wide", spec=spec, warnings=[], ended="STOPPED")
     key = "env_runners/episode_return_mean"
     for i in range(200):
         tid = f"wide_{i:05d}"
@@ -421,7 +421,8 @@ def _stored(store, name, spec, status, trials, error=None, **fields):
     `trials` is {trial_id: (row fields, [(iteration, env_steps, values), ...])}."""
     from tuner.store import MetricPoint
 
-    rec = store.create_experiment(name=name, spec=spec, warnings=[])
+    # ended as it is created: the server's supervisor never sees it QUEUED (and launches it)
+    rec = store.create_experiment(name=name, spec=spec, warnings=[], ended=status)
     for trial_id, (row, points) in trials.items():
         store.upsert_trial(rec.id, trial_id, **row)
         store.add_metric_points(
@@ -429,11 +430,6 @@ def _stored(store, name, spec, status, trials, error=None, **fields):
             trial_id,
             [MetricPoint(iteration=i, env_steps=n, time_s=i, values=v) for i, n, v in points],
         )
-    if status == "STOPPED":
-        store.transition(rec.id, "STOPPED", allowed_from={"QUEUED"})
-    else:
-        store.transition(rec.id, "RUNNING", allowed_from={"QUEUED"})
-        store.transition(rec.id, status, allowed_from={"RUNNING"})
     if error is not None or fields:
         store.update_experiment(rec.id, error=error, **fields)
     return rec.id

@@ -291,3 +291,14 @@ def test_concurrent_writer_processes(store, url):
             assert history == [MetricPoint(iteration=1, values={"ret": float(i)})]
     shared = store.metric_history(exp.id, "shared")
     assert [p.iteration for p in shared] == list(range(50))
+
+
+def test_a_sweep_recorded_as_ended_is_never_queued(store):
+    rec = store.create_experiment(name="done", spec=SPEC, warnings=[], ended="SUCCEEDED")
+    got = store.get_experiment(rec.id)
+    assert got.status == "SUCCEEDED"
+    assert got.finished_at is not None
+    assert store.queued_in_order() == []  # a supervisor has nothing of it to launch
+    with pytest.raises(ValueError, match="ended='RUNNING' is not a terminal status"):
+        store.create_experiment(name="live", spec=SPEC, warnings=[], ended="RUNNING")
+    assert store.list_experiments()[1] == 1  # nothing stored for the refused one

@@ -69,8 +69,9 @@ class Store(TrialStore):
         spec: dict[str, Any],
         warnings: list[str],
         max_active: int | None = None,
+        ended: str | None = None,
     ) -> ExperimentRecord | None:
-        """Record a new sweep, QUEUED.
+        """Record a new sweep, QUEUED (or already ended: `ended`).
 
         With `max_active`: None, and nothing stored, when that many sweeps are already
         QUEUED, RUNNING or STOPPING. The count and the insert are one transaction that
@@ -84,15 +85,25 @@ class Store(TrialStore):
             warnings: The validation's warnings, kept with the sweep.
             max_active: At most this many sweeps QUEUED, RUNNING or STOPPING; None: no
                 limit.
+            ended: A terminal status (SUCCEEDED, PARTIAL, STOPPED, FAILED): the sweep is
+                recorded as one that ended without running here, in the same insert, so
+                that no supervisor launches it first (a sweep written from elsewhere, a
+                test's finished sweep).
 
         Returns:
             The new sweep, or None when `max_active` sweeps are already active.
+
+        Raises:
+            ValueError: `ended` is not a terminal status.
         """
+        if ended is not None and _check_status(ended) not in _words(TERMINAL):
+            raise ValueError(f"ended={ended!r} is not a terminal status: {_words(TERMINAL)}")
         now = utcnow()
         row = ExperimentRow(
             id=uuid.uuid4().hex[:12],
             name=name,
-            status=SweepStatus.QUEUED.value,
+            status=_check_status(ended) if ended is not None else SweepStatus.QUEUED.value,
+            finished_at=now if ended is not None else None,
             spec=spec,
             warnings=list(warnings),
             attempts=0,
