@@ -157,6 +157,35 @@ def update_unreduced(learner_group: Any, batch: Any, timesteps: dict[str, Any]) 
     learner_group.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=True)
 
 
+def update_then_reduce(
+    update: Callable[..., Any],
+    before_reduce: Callable[[], None],
+    metrics: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """A Learner's update (`update`: its parent's bound method) with its metrics left
+    unreduced; then, unless the caller asked for no reduce, `before_reduce()` and the
+    reduce RLlib's update would have ended with.
+
+    Args:
+        update: The parent class's `Learner.update`, bound.
+        before_reduce: Called right before the reduce.
+        metrics: The Learner's MetricsLogger.
+        args: The update's positional arguments.
+        kwargs: The update's keyword arguments, as the caller gave them.
+
+    Returns:
+        The reduced results, or None where the caller asked for no reduce.
+    """
+    reduce = not kwargs.pop("_no_metrics_reduce", False)
+    update(*args, _no_metrics_reduce=True, **kwargs)
+    if not reduce:
+        return None
+    before_reduce()
+    return metrics.reduce()
+
+
 # --- Learner learning rates -----------------------------------------------------------------
 
 
@@ -322,6 +351,29 @@ def learner_compile_skips_modules(source: str | None = None) -> bool:
     return re.search(loop + test, source) is not None
 
 
+# --- the end of a training iteration --------------------------------------------------------
+
+
+class IterationEndHook:
+    """Mixin for an Algorithm: `tuner_iteration_end()` runs after a training iteration's
+    last `training_step`, right before RLlib's private iteration loop (which its step
+    runs with and without parallel evaluation) compiles the iteration's results."""
+
+    def _run_one_training_iteration(self) -> Any:
+        metrics = self.metrics  # type: ignore[attr-defined]
+        compile_results = metrics.compile
+
+        def compile_after_the_hook(*args: Any, **kwargs: Any) -> Any:
+            self.tuner_iteration_end()  # type: ignore[attr-defined]
+            return compile_results(*args, **kwargs)
+
+        metrics.compile = compile_after_the_hook
+        try:
+            return super()._run_one_training_iteration()  # type: ignore[misc]
+        finally:
+            metrics.__dict__.pop("compile", None)
+
+
 # --- SAC's catalog --------------------------------------------------------------------------
 
 
@@ -373,6 +425,7 @@ def result_grid_trials(result_grid: Any) -> list[Any]:
 
 
 __all__ = [
+    "IterationEndHook",
     "forget_pending_decisions",
     "MODEL_CONFIG_KEY",
     "PRIVATE_NAMES",
@@ -394,6 +447,7 @@ __all__ = [
     "sample_env_runners",
     "set_restored_callbacks",
     "torch_schedulers_own_lr",
+    "update_then_reduce",
     "update_unreduced",
 ]
 

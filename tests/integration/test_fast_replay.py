@@ -242,19 +242,27 @@ def test_sac_with_sb3_shaped_q_networks_trains_on_the_flat_path(ray_local):
     assert trained == 16 * sampled
 
 
+@pytest.mark.parametrize(
+    ("switch", "lean"),
+    [("REDUCE_EACH_UPDATE", False), ("TENSOR_BATCHES", True)],
+    ids=["one-reduce-an-iteration", "tensor-batches"],
+)
 @pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
-def test_one_metrics_reduce_a_round_trains_the_very_same_weights(ray_local, monkeypatch, algorithm):
-    """A uniform buffer's round reduces the learner's metrics once, after its last update
-    (_fast_replay.training_step): same seed, same batches, same target-network checks, so
-    the weights come out bit for bit those of a reduce after every update, and the
-    counters are the same."""
+def test_the_lean_flat_path_trains_the_very_same_weights_and_reports_the_same(
+    ray_local, monkeypatch, algorithm, switch, lean
+):
+    """A uniform buffer's learner metrics are reduced once an iteration, after its last
+    round (_fast_replay.end_iteration), and a local CPU Learner gets its batches as
+    tensors: same seed, same batches, same target-network checks, so the weights come
+    out bit for bit those of a reduce after every update / of RLlib's own conversion, and
+    the counters and the reported loss metrics are the same."""
     import torch
 
     from tuner.rllib import _fast_replay
 
     runs = {}
-    for each in (False, True):
-        monkeypatch.setattr(_fast_replay, "REDUCE_EACH_UPDATE", each)
+    for value in (False, True):
+        monkeypatch.setattr(_fast_replay, switch, value)
         algo = _trial(
             algorithm,
             {
@@ -273,16 +281,21 @@ def test_one_metrics_reduce_a_round_trains_the_very_same_weights(ray_local, monk
         finally:
             algo.stop()
         learners = results[-1]["learners"]
-        runs[each] = (
+        losses = {k: v for k, v in learners["default_policy"].items() if "loss" in k or "qf" in k}
+        runs[value == lean] = (
             weights,
+            losses,
             results[-1]["num_env_steps_sampled_lifetime"],
             learners["__all_modules__"]["num_env_steps_trained_lifetime"],
             learners["default_policy"]["num_module_steps_trained_lifetime"],
         )
-    (once, *counters_once), (each, *counters_each) = runs[False], runs[True]
-    assert counters_once == counters_each
-    assert counters_once[1] / counters_once[0] == pytest.approx(8)
-    assert once.keys() == each.keys()
-    assert once
-    for key in once:
-        assert torch.equal(once[key], each[key]), key
+    (ours, losses, *counters), (rllibs, their_losses, *their_counters) = runs[True], runs[False]
+    assert counters == their_counters
+    assert counters[1] / counters[0] == pytest.approx(8)
+    assert "qf_loss" in losses
+    # each stat's mean over the iteration's updates, summed in float64 or by RLlib
+    assert losses == pytest.approx(their_losses, rel=1e-6)
+    assert ours.keys() == rllibs.keys()
+    assert ours
+    for key in ours:
+        assert torch.equal(ours[key], rllibs[key]), key

@@ -187,6 +187,89 @@ def debt_for(config: Any) -> UpdateDebt:
 # True: reduce the learner's metrics after every update, as RLlib's own step does (the
 # A/B reference of tests/integration/test_fast_replay.py); the updates are the same.
 REDUCE_EACH_UPDATE = False
+# True: a local CPU Learner gets its batch as torch tensors, as RLlib's Learner would
+# convert it (floats to float32), instead of numpy for RLlib to convert per update.
+TENSOR_BATCHES = True
+
+
+def reduce_per_iteration(config: Any) -> bool:
+    """Whether a uniform buffer's learner metrics may wait for the iteration's end (one
+    reduce per iteration, `end_iteration`): nothing in RLlib's iteration loop reads them
+    before, unless `min_train_timesteps_per_iteration` asks it to count trained steps;
+    and the Learner is a lean one (_lean_metrics), which reports each loss stat's mean
+    over the updates, as RLlib's reduce after each update does (another Learner's
+    window=1 stats would keep only the last update's).
+
+    Args:
+        config: The trial's AlgorithmConfig.
+
+    Returns:
+        True where they may wait.
+    """
+    lean = hasattr(config.learner_class, "tuner_flush_update_metrics")
+    return lean and not REDUCE_EACH_UPDATE and not config.min_train_timesteps_per_iteration
+
+
+def _tensor_batches(config: Any) -> bool:
+    """Whether the Learner is local and on the CPU (no Learner actors, no GPU)."""
+    return TENSOR_BATCHES and config.num_learners == 0 and not config.num_gpus_per_learner
+
+
+def _as_tensors(columns: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The columns as RLlib's Learner converts a numpy batch on the CPU
+    (convert_to_torch_tensor): the same memory, floating point as float32."""
+    import torch
+
+    out = {}
+    for name, array in columns.items():
+        tensor = torch.from_numpy(array)
+        if tensor.is_floating_point() and tensor.dtype != torch.float16:
+            tensor = tensor.float()
+        out[name] = tensor
+    return out
+
+
+def _reduce_learner(learner: Any) -> Any:
+    """A Learner's metrics reduced (a lean Learner's kept loss metrics logged first)."""
+    flush = getattr(learner, "tuner_flush_update_metrics", None)
+    if flush is not None:
+        flush()
+    return learner.metrics.reduce()
+
+
+def _aggregate_learner_results(algo: Any, results: list[dict[str, Any]]) -> list[Any]:
+    """Takes the per-sample TD errors out of the learners' reduced results (new
+    priorities, never logged, as RLlib's own step) and aggregates the rest into the
+    algorithm's metrics. Returns the TD errors, for a prioritized buffer."""
+    from ray.rllib.algorithms.dqn.dqn import TD_ERROR_KEY
+    from ray.rllib.utils.metrics import LEARNER_RESULTS
+
+    popped = [
+        stats
+        for result in results
+        for module_results in result.values()
+        if (stats := module_results.pop(TD_ERROR_KEY, None)) is not None
+    ]
+    algo.metrics.aggregate(results, key=LEARNER_RESULTS)
+    return popped
+
+
+def end_iteration(algo: Any) -> bool:
+    """Reduces the learner metrics a uniform buffer's rounds left unreduced this
+    iteration into the algorithm's (before RLlib compiles the iteration's results).
+
+    Args:
+        algo: The trial's Algorithm, on the flat path.
+
+    Returns:
+        True if there was something to reduce.
+    """
+    if not getattr(algo, "_tuner_unreduced", False):
+        return False
+    algo._tuner_unreduced = False
+    calls = algo.learner_group.foreach_learner(_reduce_learner)
+    _aggregate_learner_results(algo, [call.get() for call in calls])
+    return True
 
 
 def training_step(algo: Any, buffer: TransitionBuffer, debt: UpdateDebt) -> None:
@@ -195,13 +278,12 @@ def training_step(algo: Any, buffer: TransitionBuffer, debt: UpdateDebt) -> None
     the updates those steps call for (`debt`: `train_weight` per round where a round
     samples what RLlib plans), each on a fresh batch of `total_train_batch_size`; then
     the env runners get the new weights."""
-    from ray.rllib.algorithms.dqn.dqn import TD_ERROR_KEY, calculate_rr_weights
+    from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
     from ray.rllib.core import DEFAULT_MODULE_ID
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
     from ray.rllib.utils.metrics import (
         ENV_RUNNER_RESULTS,
         ENV_RUNNER_SAMPLING_TIMER,
-        LEARNER_RESULTS,
         LEARNER_UPDATE_TIMER,
         NUM_AGENT_STEPS_SAMPLED_LIFETIME,
         NUM_ENV_STEPS_SAMPLED_LIFETIME,
@@ -243,36 +325,30 @@ def training_step(algo: Any, buffer: TransitionBuffer, debt: UpdateDebt) -> None
     n_step = tuple(config.n_step) if isinstance(config.n_step, list | tuple) else config.n_step
     results: list[dict[str, Any]] = []
     # A uniform buffer needs no TD errors between updates: the learner's metrics are
-    # reduced once, after the round's last update, instead of after each (RLlib reduces
-    # every logged stat per call: a quarter of a small update's time). The updates, their
-    # batches and the target-network checks after each are the same.
+    # reduced once per iteration (`end_iteration`; once per round where the iteration
+    # loop reads them), instead of after each update (RLlib reduces every logged stat
+    # per call: a quarter of a small update's time). The updates, their batches and the
+    # target-network checks after each are the same.
     uniform = buffer.alpha is None and not REDUCE_EACH_UPDATE
+    later = uniform and reduce_per_iteration(config)
+    tensors = _tensor_batches(config)
     for i in range(updates):
-        reduce_now = not uniform or i == updates - 1
+        reduce_now = not uniform or (not later and i == updates - 1)
         with metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
+            columns = buffer.sample(size, beta=beta, n_step=n_step, gamma=config.gamma)
             batch = MultiAgentBatch(
-                {
-                    DEFAULT_MODULE_ID: SampleBatch(
-                        buffer.sample(size, beta=beta, n_step=n_step, gamma=config.gamma)
-                    )
-                },
+                {DEFAULT_MODULE_ID: SampleBatch(_as_tensors(columns) if tensors else columns)},
                 env_steps=size,
             )
         with metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             if not reduce_now:
                 update_unreduced(algo.learner_group, batch, timesteps)
+                algo._tuner_unreduced = True
                 continue
             results = algo.learner_group.update(batch=batch, timesteps=timesteps)
-            # per-sample TD errors: new priorities, never logged (as RLlib's own step);
-            # a uniform buffer drops them unread (to numpy: 6 % of a SAC trial, profiled)
-            popped = [
-                stats
-                for result in results
-                for module_results in result.values()
-                if (stats := module_results.pop(TD_ERROR_KEY, None)) is not None
-            ]
+            # a uniform buffer drops the TD errors unread (to numpy: 6 % of a SAC trial)
+            popped = _aggregate_learner_results(algo, results)
             td_errors = [_flat(s.peek()) for s in popped] if buffer.alpha is not None else []
-            metrics.aggregate(results, key=LEARNER_RESULTS)
         if buffer.alpha is not None and td_errors:
             with metrics.log_time((TIMERS, REPLAY_BUFFER_UPDATE_PRIOS_TIMER)):
                 buffer.update_priorities(np.concatenate(td_errors))

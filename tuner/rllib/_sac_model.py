@@ -79,9 +79,20 @@ class TunerSACCatalog(QEncoderHook, SACCatalog):
 
 
 class TunerSACConfig(SACConfig):
-    """SACConfig whose default RLModule builds with TunerSACCatalog."""
+    """SACConfig whose default RLModule builds with TunerSACCatalog and whose default
+    torch Learner logs the loss's metrics once per reduce (_lean_metrics)."""
 
     def get_default_rl_module_spec(self) -> Any:
         spec = super().get_default_rl_module_spec()
         spec.catalog_class = TunerSACCatalog
         return spec
+
+    def get_default_learner_class(self) -> Any:
+        """The lean Learner for torch, RLlib's otherwise or with TUNER_LEAN_LOSS=0.
+
+        Returns:
+            The Learner class.
+        """
+        from tuner.rllib._lean_metrics import lean_learner_class
+
+        return lean_learner_class(self, super().get_default_learner_class())

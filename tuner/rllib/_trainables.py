@@ -33,6 +33,7 @@ from tuner.mlflow_names import (
     RETURN_MIN_KEY,
 )
 from tuner.ray_internals import (
+    IterationEndHook,
     LocalReplayBufferHook,
     fuse_adam,
     lean_cpu_steps,
@@ -43,6 +44,7 @@ from tuner.ray_internals import (
 from tuner.rllib import _fast_replay, _lean_modes, _lean_sampling
 from tuner.rllib._envs import split_env_name
 from tuner.rllib._evaluate import evaluate_checkpoint
+from tuner.rllib._lean_metrics import TunerDQNConfig
 from tuner.rllib._lean_ppo import TunerPPOConfig
 from tuner.rllib._multi_agent import multi_agent_of
 from tuner.rllib._sac_model import TunerSACConfig
@@ -130,7 +132,7 @@ def reapply_config_lrs(learner: Any, timestep: int) -> dict[str, float]:
     return out
 
 
-class _SweepTrialMixin(LocalReplayBufferHook):
+class _SweepTrialMixin(IterationEndHook, LocalReplayBufferHook):
     """Seeds the trial from its index and checks every iteration for NaN losses."""
 
     def __init__(self, config: Any = None, env: Any = None, **kwargs: Any) -> None:
@@ -258,6 +260,11 @@ class _SweepTrialMixin(LocalReplayBufferHook):
             return super().training_step()
         return _fast_replay.training_step(self, self._flat_replay, self._update_debt)
 
+    def tuner_iteration_end(self) -> None:
+        """The flat path's learner metrics of the iteration, reduced (IterationEndHook)."""
+        if self._flat_replay is not None:
+            _fast_replay.end_iteration(self)
+
     def step(self) -> dict[str, Any]:
         # Read before the update: RLlib moves an lr only after it (a schedule's next
         # value), so this is the lr every gradient step of this iteration used.
@@ -382,7 +389,12 @@ class TunerIMPALA(_SweepTrialMixin, IMPALA):
 
 
 class TunerDQN(_SweepTrialMixin, DQN):
-    """DQN (and every DQN preset) as a sweep trial."""
+    """DQN (and every DQN preset) as a sweep trial; its torch Learner logs the loss's
+    metrics once per reduce (_lean_metrics)."""
+
+    @classmethod
+    def get_default_config(cls) -> AlgorithmConfig:
+        return TunerDQNConfig(algo_class=cls)
 
 
 class TunerSAC(_SweepTrialMixin, SAC):

@@ -1,0 +1,245 @@
+"""A Learner's update metrics logged once per reduce, not once per update: the same
+reported values, for DQN and SAC.
+
+Every update of RLlib's DQN and SAC Learners logs five to twelve single-value loss stats
+(window=1), the per-sample TD errors, the total loss and eight step counters. Each log
+call walks MetricsLogger's key tree: on a small network a tenth of an update. RLlib's own
+training step reduces after every update, and the algorithm's metrics then average the
+iteration's reduced values with equal weight; so a window=1 stat is reported as its mean
+over the iteration's updates, and a counter as its sum.
+
+`DeferredUpdateMetrics` keeps an update's log calls in a `MetricsRecorder` and hands them
+to the real logger just before a reduce: a window=1 number as one running mean, a sum
+as one running sum (both exactly what the reduces would report), every other call in
+full and in order (the TD errors' "item_series" among them). Nothing else in the update
+changes. The flat replay path then reduces a uniform buffer's learner metrics once per
+iteration (`_fast_replay.end_iteration`), not after every update.
+
+The lean Learners are the defaults of torch DQN and SAC trials; a spec that names its own
+`learner_class` keeps it, and `TUNER_LEAN_LOSS=0` keeps RLlib's (for comparisons).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ray.rllib.algorithms.dqn.dqn import DQNConfig
+from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
+
+from tuner.ray_internals import update_then_reduce
+from tuner.rllib._lean_ppo import lean_loss_on
+
+
+def _merged(reduce: str | None, window: Any, other: dict[str, Any]) -> str | None:
+    """How a log call of a number merges with the key's previous ones until a reduce:
+    "mean" for a plain window=1 mean (a value per update, of which RLlib reports the
+    mean over the updates an iteration reduced: each reduce keeps the last, and the
+    algorithm's metrics average what the reduces returned), "sum" for a sum (a counter),
+    None where every call must be kept."""
+    if window == 1 and reduce in (None, "mean") and not any(other.values()):
+        return "mean"
+    if reduce in ("sum", "lifetime_sum") and window is None and not other.get("percentiles"):
+        return "sum"
+    return None
+
+
+def _kept(value: Any) -> Any:
+    """A logged value as it is now (a parameter or view may change before the flush)."""
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
+class _Merged:
+    """One stat's values merged into a running sum (float64 for tensors), logged once:
+    as the sum, or as the mean."""
+
+    def __init__(self, how: str, value: Any, kwargs: dict[str, Any]) -> None:
+        self.how = how
+        self.total = self._number(value)
+        self.count = 1
+        self.kwargs = kwargs
+
+    @staticmethod
+    def _number(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.detach().to(torch.float64)  # a copy: the value as it is now
+        return value
+
+    def add(self, value: Any) -> None:
+        self.total = self.total + self._number(value)
+        self.count += 1
+
+    def value(self) -> Any:
+        value = self.total / self.count if self.how == "mean" else self.total
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            return value.item()  # a number, as RLlib's reduce would report it
+        return value
+
+
+class MetricsRecorder:
+    """Stands in for a Learner's MetricsLogger while it updates: keeps the log calls
+    (each key's first-seen order) and passes every other use on to the real logger."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self._calls: dict[tuple[Any, ...], list[Any]] = {}
+
+    def log_value(
+        self,
+        key: str | tuple[Any, ...],
+        value: Any,
+        *,
+        reduce: str | None = None,
+        window: Any = None,
+        **other: Any,
+    ) -> None:
+        """Keeps one log call: a number logged as a window=1 mean or as a sum is added
+        into the key's running mean or sum (logged once), any other call is kept as is.
+
+        Args:
+            key: The stat's key (a string or a tuple path).
+            value: The logged value.
+            reduce: RLlib's reduce method.
+            window: RLlib's window.
+            **other: RLlib's other log arguments, passed through unchanged.
+        """
+        path = tuple(key) if isinstance(key, tuple | list) else (key,)
+        kwargs = {"reduce": reduce, "window": window, **other}
+        kept = self._calls.setdefault(path, [])
+        numeric = isinstance(value, torch.Tensor | int | float) and not isinstance(value, bool)
+        how = _merged(reduce, window, other) if numeric else None
+        if how is None:
+            kept.append((_kept(value), kwargs))
+            return
+        last = kept[-1] if kept else None
+        if isinstance(last, _Merged) and last.how == how and last.kwargs == kwargs:
+            last.add(value)
+        else:
+            kept.append(_Merged(how, value, kwargs))
+
+    def log_dict(
+        self,
+        value_dict: dict[str, Any],
+        *,
+        key: str | tuple[Any, ...] | None = None,
+        reduce: str | None = "mean",
+        window: Any = None,
+        **other: Any,
+    ) -> None:
+        """Keeps a dict of stats as one log call per leaf, as MetricsLogger.log_dict
+        logs them (the leaf's path under `key`).
+
+        Args:
+            value_dict: The (possibly nested) stats.
+            key: Their common key prefix.
+            reduce: RLlib's reduce method.
+            window: RLlib's window.
+            **other: RLlib's other log arguments, passed through unchanged.
+        """
+        prefix = () if key is None else (tuple(key) if isinstance(key, tuple | list) else (key,))
+        for name, value in value_dict.items():
+            if isinstance(value, dict):
+                self.log_dict(value, key=(*prefix, name), reduce=reduce, window=window, **other)
+            else:
+                self.log_value((*prefix, name), value, reduce=reduce, window=window, **other)
+
+    def flush(self) -> int:
+        """Logs the kept calls into the real logger, each key in first-seen order.
+
+        Returns:
+            How many calls were logged.
+        """
+        calls, self._calls = self._calls, {}
+        logged = 0
+        for path, kept in calls.items():
+            for call in kept:
+                value, kwargs = (call.value(), call.kwargs) if isinstance(call, _Merged) else call
+                self.real.log_value(path, value, **kwargs)
+                logged += 1
+        return logged
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("real", "_calls"):  # copy/pickle before init
+            raise AttributeError(name)
+        return getattr(self.real, name)
+
+
+class DeferredUpdateMetrics:
+    """Mixin for a torch Learner: its updates log into a MetricsRecorder, flushed right
+    before a reduce (its update's, or `tuner_flush_update_metrics` before another)."""
+
+    def _tuner_recorder(self) -> MetricsRecorder:
+        real = self.metrics  # type: ignore[has-type]
+        recorder = self.__dict__.get("_tuner_metrics_recorder")
+        if recorder is None or recorder.real is not real:  # a new logger (set_state)
+            if recorder is not None:
+                recorder.flush()
+            recorder = self.__dict__["_tuner_metrics_recorder"] = MetricsRecorder(real)
+        return recorder
+
+    def update(self, *args: Any, **kwargs: Any) -> Any:
+        """RLlib's update, its log calls kept; logged just before it reduces.
+
+        Args:
+            *args: RLlib's update arguments.
+            **kwargs: RLlib's update keyword arguments.
+
+        Returns:
+            RLlib's reduced results, or None where the caller asked for no reduce.
+        """
+        real = self.metrics  # type: ignore[has-type]
+        recorder = self._tuner_recorder()
+
+        def recorded_update(*update_args: Any, **update_kwargs: Any) -> Any:
+            self.metrics = recorder
+            try:
+                return super(DeferredUpdateMetrics, self).update(  # type: ignore[misc]
+                    *update_args, **update_kwargs
+                )
+            finally:
+                self.metrics = real
+
+        return update_then_reduce(recorded_update, recorder.flush, real, args, kwargs)
+
+    def tuner_flush_update_metrics(self) -> None:
+        """Logs the kept update metrics into the Learner's MetricsLogger (before a reduce)."""
+        recorder = self.__dict__.get("_tuner_metrics_recorder")
+        if recorder is not None:
+            recorder.flush()
+
+
+class LeanDQNTorchLearner(DeferredUpdateMetrics, DQNTorchLearner):
+    """DQNTorchLearner whose update metrics are logged once per reduce (the same values)."""
+
+
+class LeanSACTorchLearner(DeferredUpdateMetrics, SACTorchLearner):
+    """SACTorchLearner whose update metrics are logged once per reduce (the same values)."""
+
+
+def lean_learner_class(config: Any, rllib_default: type) -> type:
+    """The lean Learner of a torch DQN or SAC config, else RLlib's default.
+
+    Args:
+        config: The algorithm config.
+        rllib_default: RLlib's default Learner class for it.
+
+    Returns:
+        The Learner class to use.
+    """
+    if config.framework_str != "torch" or not lean_loss_on():
+        return rllib_default
+    lean = {DQNTorchLearner: LeanDQNTorchLearner, SACTorchLearner: LeanSACTorchLearner}
+    return lean.get(rllib_default, rllib_default)
+
+
+class TunerDQNConfig(DQNConfig):
+    """DQNConfig whose default torch Learner is LeanDQNTorchLearner (unless switched off)."""
+
+    def get_default_learner_class(self) -> Any:
+        """The lean Learner for torch, RLlib's otherwise or with TUNER_LEAN_LOSS=0.
+
+        Returns:
+            The Learner class.
+        """
+        return lean_learner_class(self, super().get_default_learner_class())
