@@ -5,6 +5,8 @@ as logging every call; a spec's own learner_class, or TUNER_LEAN_LOSS=0, keeps i
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
@@ -71,6 +73,68 @@ def test_one_flush_reports_what_a_reduce_after_every_update_reports():
         float(x) for t in own[(*path, "td_error")] for x in torch.as_tensor(t).ravel()
     ]
     assert len(series) == 20
+
+
+@pytest.mark.parametrize(
+    ("values", "reported"),
+    [([1.0, float("nan"), 3.0], 2.0), ([float("nan"), float("nan")], None)],
+    ids=["one-nan", "all-nan"],
+)
+@pytest.mark.parametrize("as_tensor", [False, True], ids=["float", "tensor"])
+def test_a_nan_update_is_skipped_as_rllib_skips_it(values, reported, as_tensor):
+    """RLlib's mean and sum stats skip NaN (nanmean, nansum): one bad update does not
+    make the iteration's figure NaN, unless every update's was."""
+    own_learner, own_algo = MetricsLogger(), MetricsLogger()
+    lean_learner, lean_algo = MetricsLogger(), MetricsLogger()
+    recorder = MetricsRecorder(lean_learner)
+    for value in values:
+        logged = torch.tensor(value) if as_tensor else value
+        own_learner.log_value("qf_loss", logged, window=1)
+        own_algo.aggregate([own_learner.reduce()], key="learners")
+        recorder.log_value("qf_loss", logged, window=1)
+        recorder.log_value("steps", logged, reduce="sum")
+    recorder.flush()
+    lean_algo.aggregate([lean_learner.reduce()], key="learners")
+    own = float(own_algo.peek(("learners", "qf_loss")))
+    lean = float(lean_algo.peek(("learners", "qf_loss")))
+    steps = float(lean_algo.peek(("learners", "steps")))
+    if reported is None:
+        assert math.isnan(own) and math.isnan(lean)
+        assert steps == 0.0
+    else:
+        assert own == lean == reported
+        assert steps == 4.0
+
+
+def test_a_dropped_stat_is_neither_kept_nor_logged():
+    real = MetricsLogger()
+    recorder = MetricsRecorder(real)
+    recorder.drop = frozenset({"td_error"})
+    recorder.log_value(("p", "td_error"), torch.ones(4), reduce="item_series")
+    recorder.log_value(("p", "qf_loss"), 1.0, window=1)
+    assert recorder.flush() == 1
+    assert real.peek(("p", "qf_loss")) == 1.0
+    with pytest.raises(KeyError):
+        real.peek(("p", "td_error"))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"window": 10}, {"reduce": "max", "window": 1}, {}, {"ema_coeff": 0.1}],
+    ids=["window-10-mean", "window-1-max", "ema", "ema-coeff"],
+)
+def test_a_stat_reported_otherwise_once_a_reduce_is_named(kwargs):
+    """A windowed or EMA stat, reduced once after several updates, keeps or weighs other
+    values than a reduce after each: kept, logged, and named (none on RLlib 2.60's DQN
+    or SAC update path)."""
+    recorder = MetricsRecorder(MetricsLogger())
+    for value in (5.0, 1.0):
+        recorder.log_value(("p", "odd"), value, **kwargs)
+    recorder.log_value(("p", "qf_loss"), 1.0, window=1)
+    recorder.log_value(("p", "trained"), 32, reduce="sum")
+    recorder.log_value(("p", "last_update"), 7, reduce="max")
+    assert recorder.unlike == {("p", "odd")}
+    assert recorder.flush() == 2 + 3
 
 
 def test_a_kept_tensor_is_the_value_at_log_time():

@@ -229,6 +229,25 @@ def _as_tensors(columns: dict[str, np.ndarray]) -> dict[str, Any]:
     return out
 
 
+def drop_td_errors(learner: Any) -> bool:
+    """Has a lean Learner (_lean_metrics) drop the per-sample TD errors its updates log:
+    a uniform buffer never reads them (they would be kept all iteration, then popped).
+
+    Args:
+        learner: A Learner, built.
+
+    Returns:
+        True if it is a lean one and drops them.
+    """
+    from ray.rllib.algorithms.dqn.dqn import TD_ERROR_KEY
+
+    drop = getattr(learner, "tuner_drop_stats", None)
+    if drop is None:
+        return False
+    drop({TD_ERROR_KEY})
+    return True
+
+
 def _reduce_learner(learner: Any) -> Any:
     """A Learner's metrics reduced (a lean Learner's kept loss metrics logged first)."""
     flush = getattr(learner, "tuner_flush_update_metrics", None)
@@ -264,11 +283,14 @@ def end_iteration(algo: Any) -> bool:
     Returns:
         True if there was something to reduce.
     """
+    from ray.rllib.utils.metrics import LEARNER_UPDATE_TIMER, TIMERS
+
     if not getattr(algo, "_tuner_unreduced", False):
         return False
     algo._tuner_unreduced = False
-    calls = algo.learner_group.foreach_learner(_reduce_learner)
-    _aggregate_learner_results(algo, [call.get() for call in calls])
+    with algo.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+        calls = algo.learner_group.foreach_learner(_reduce_learner)
+        _aggregate_learner_results(algo, [call.get() for call in calls])
     return True
 
 
@@ -324,16 +346,17 @@ def training_step(algo: Any, buffer: TransitionBuffer, debt: UpdateDebt) -> None
     beta = float((config.replay_buffer_config or {}).get("beta") or 0.0)
     n_step = tuple(config.n_step) if isinstance(config.n_step, list | tuple) else config.n_step
     results: list[dict[str, Any]] = []
-    # A uniform buffer needs no TD errors between updates: the learner's metrics are
-    # reduced once per iteration (`end_iteration`; once per round where the iteration
-    # loop reads them), instead of after each update (RLlib reduces every logged stat
-    # per call: a quarter of a small update's time). The updates, their batches and the
-    # target-network checks after each are the same.
-    uniform = buffer.alpha is None and not REDUCE_EACH_UPDATE
+    # A uniform buffer needs no TD errors between updates: a lean Learner's metrics are
+    # reduced once per iteration (`end_iteration`) instead of after each update (RLlib
+    # reduces every logged stat per call: a quarter of a small update's time). Where they
+    # may not wait, each update reduces, as RLlib's own step does (the algorithm averages
+    # every update's window=1 stats with equal weight). The updates, their batches and
+    # the target-network checks after each are the same either way.
+    uniform = buffer.alpha is None
     later = uniform and reduce_per_iteration(config)
     tensors = _tensor_batches(config)
-    for i in range(updates):
-        reduce_now = not uniform or (not later and i == updates - 1)
+    for _ in range(updates):
+        reduce_now = not later
         with metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
             columns = buffer.sample(size, beta=beta, n_step=n_step, gamma=config.gamma)
             batch = MultiAgentBatch(

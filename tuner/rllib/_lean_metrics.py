@@ -10,10 +10,12 @@ over the iteration's updates, and a counter as its sum.
 
 `DeferredUpdateMetrics` keeps an update's log calls in a `MetricsRecorder` and hands them
 to the real logger just before a reduce: a window=1 number as one running mean, a sum
-as one running sum (both exactly what the reduces would report), every other call in
-full and in order (the TD errors' "item_series" among them). Nothing else in the update
-changes. The flat replay path then reduces a uniform buffer's learner metrics once per
-iteration (`_fast_replay.end_iteration`), not after every update.
+as one running sum, NaN skipped (what the reduces would report: RLlib's mean and sum
+stats skip NaN), every other call in full and in order (the TD errors' "item_series"
+among them; a windowed or EMA stat, which one reduce reports otherwise, is named in a
+warning). Nothing else in the update changes. The flat replay path then reduces a
+uniform buffer's learner metrics once per iteration (`_fast_replay.end_iteration`), not
+after every update, and has the Learner drop the TD errors it never reads.
 
 The lean Learners are the defaults of torch DQN and SAC trials; a spec that names its own
 `learner_class` keeps it, and `TUNER_LEAN_LOSS=0` keeps RLlib's (for comparisons).
@@ -21,6 +23,8 @@ The lean Learners are the defaults of torch DQN and SAC trials; a spec that name
 
 from __future__ import annotations
 
+import logging
+import math
 from typing import Any
 
 import torch
@@ -30,6 +34,8 @@ from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 
 from tuner.ray_internals import update_then_reduce
 from tuner.rllib._lean_ppo import lean_loss_on
+
+logger = logging.getLogger(__name__)
 
 
 def _merged(reduce: str | None, window: Any, other: dict[str, Any]) -> str | None:
@@ -45,34 +51,46 @@ def _merged(reduce: str | None, window: Any, other: dict[str, Any]) -> str | Non
     return None
 
 
+# kinds of stat whose values, pushed one by one and reduced once, give what a reduce after
+# each push and the algorithm's aggregation give (no window: nothing dropped or decayed)
+_WHOLE = frozenset({"sum", "lifetime_sum", "item_series", "max", "min", "mean"})
+
+
 def _kept(value: Any) -> Any:
     """A logged value as it is now (a parameter or view may change before the flush)."""
     return value.detach().clone() if isinstance(value, torch.Tensor) else value
 
 
 class _Merged:
-    """One stat's values merged into a running sum (float64 for tensors), logged once:
-    as the sum, or as the mean."""
+    """One stat's values merged, NaN skipped as RLlib's mean and sum stats skip it (a
+    running sum and count, float64 for tensors), logged once: as the sum, or the mean."""
 
     def __init__(self, how: str, value: Any, kwargs: dict[str, Any]) -> None:
         self.how = how
-        self.total = self._number(value)
-        self.count = 1
         self.kwargs = kwargs
-
-    @staticmethod
-    def _number(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.detach().to(torch.float64)  # a copy: the value as it is now
-        return value
+        self.total: Any = 0
+        self.count: Any = 0
+        self.add(value)
 
     def add(self, value: Any) -> None:
-        self.total = self.total + self._number(value)
-        self.count += 1
+        if isinstance(value, torch.Tensor):
+            number = value.detach().to(torch.float64)  # a copy: the value as it is now
+            if number.numel() != 1:  # one update's value: RLlib's reduce of the tensor
+                number = torch.nansum(number) if self.how == "sum" else torch.nanmean(number)
+            number = number.reshape(())
+            missing = torch.isnan(number)
+            self.total = self.total + torch.where(missing, 0.0, number)
+            self.count = self.count + (~missing).to(torch.float64)
+        elif not (isinstance(value, float) and math.isnan(value)):
+            self.total = self.total + value
+            self.count = self.count + 1
 
     def value(self) -> Any:
-        value = self.total / self.count if self.how == "mean" else self.total
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
+        if self.how == "sum":
+            value = self.total
+        else:  # the NaN-skipping mean; NaN where every value was NaN, as RLlib's
+            value = self.total / self.count if self.count else float("nan")
+        if isinstance(value, torch.Tensor):
             return value.item()  # a number, as RLlib's reduce would report it
         return value
 
@@ -83,6 +101,8 @@ class MetricsRecorder:
 
     def __init__(self, real: Any) -> None:
         self.real = real
+        self.drop: frozenset[str] = frozenset()  # stats nobody reads: not kept
+        self.unlike: set[tuple[Any, ...]] = set()  # kept stats RLlib would report otherwise
         self._calls: dict[tuple[Any, ...], list[Any]] = {}
 
     def log_value(
@@ -105,11 +125,22 @@ class MetricsRecorder:
             **other: RLlib's other log arguments, passed through unchanged.
         """
         path = tuple(key) if isinstance(key, tuple | list) else (key,)
+        if path[-1] in self.drop:
+            return
         kwargs = {"reduce": reduce, "window": window, **other}
         kept = self._calls.setdefault(path, [])
         numeric = isinstance(value, torch.Tensor | int | float) and not isinstance(value, bool)
         how = _merged(reduce, window, other) if numeric else None
         if how is None:
+            if window is not None or reduce not in _WHOLE or other.get("ema_coeff"):
+                # a windowed or EMA stat: reduced once after several updates it keeps or
+                # weighs other values than a reduce after each (none on RLlib 2.60's DQN
+                # or SAC update path: tests/integration/test_lean_metrics.py)
+                if path not in self.unlike:
+                    logger.warning(
+                        "%s (%s, window %s) reduced once per iteration", path, reduce, window
+                    )
+                self.unlike.add(path)
             kept.append((_kept(value), kwargs))
             return
         last = kept[-1] if kept else None
@@ -160,7 +191,7 @@ class MetricsRecorder:
         return logged
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("real", "_calls"):  # copy/pickle before init
+        if name.startswith("__") or name in ("real", "drop", "unlike", "_calls"):
             raise AttributeError(name)
         return getattr(self.real, name)
 
@@ -190,6 +221,7 @@ class DeferredUpdateMetrics:
         """
         real = self.metrics  # type: ignore[has-type]
         recorder = self._tuner_recorder()
+        recorder.drop = self.__dict__.get("_tuner_dropped_stats", frozenset())
 
         def recorded_update(*update_args: Any, **update_kwargs: Any) -> Any:
             self.metrics = recorder
@@ -201,6 +233,25 @@ class DeferredUpdateMetrics:
                 self.metrics = real
 
         return update_then_reduce(recorded_update, recorder.flush, real, args, kwargs)
+
+    def tuner_drop_stats(self, names: set[str] | frozenset[str]) -> None:
+        """Stats (by their last key) this Learner's updates no longer keep or log: the
+        flat path's uniform buffer never reads the TD errors.
+
+        Args:
+            names: The stats' names.
+        """
+        self.__dict__["_tuner_dropped_stats"] = frozenset(names)
+
+    def tuner_unlike_stats(self) -> set[tuple[Any, ...]]:
+        """Stats this Learner's updates logged whose once-a-reduce report is not RLlib's
+        (a windowed or EMA stat), by key.
+
+        Returns:
+            Their keys.
+        """
+        recorder = self.__dict__.get("_tuner_metrics_recorder")
+        return set(recorder.unlike) if recorder is not None else set()
 
     def tuner_flush_update_metrics(self) -> None:
         """Logs the kept update metrics into the Learner's MetricsLogger (before a reduce)."""

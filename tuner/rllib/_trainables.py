@@ -243,6 +243,9 @@ class _SweepTrialMixin(IterationEndHook, LocalReplayBufferHook):
                 self._flat_replay = _fast_replay.buffer_for(self.config)
                 self._update_debt = _fast_replay.debt_for(self.config)
                 self._replay_path = "flat"
+                if self._flat_replay.alpha is None and group is not None:
+                    # a uniform buffer never reads the TD errors: not kept or logged
+                    group.foreach_learner(_fast_replay.drop_td_errors)
             else:
                 self._replay_path = f"rllib ({why})"
                 if self._flat_defaults:
