@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from tests.replay_trials import replay_trial
 from tuner.rllib import trainable_for
 from tuner.spec import parse_spec
 from tuner.sweep import trial_params
@@ -16,27 +17,6 @@ from tuner.sweep import trial_params
 pytestmark = pytest.mark.integration
 
 UNIFORM = {"type": "EpisodeReplayBuffer", "capacity": 10_000}
-
-
-def _trial(algorithm: str, config: dict, seed: int = 0):
-    spec = parse_spec(
-        {
-            "name": f"flat-{algorithm}",
-            "algorithm": algorithm,
-            "env": "Pendulum-v1" if algorithm == "SAC" else "CartPole-v1",
-            "config": {
-                "train_batch_size_per_learner": 16,
-                "num_steps_sampled_before_learning_starts": 32,
-                "min_sample_timesteps_per_iteration": 64,
-                **config,
-            },
-            "model": {"fcnet_hiddens": [16]},
-            # one env: RLlib's path runs fixed updates per round, the flat path counts
-            # the steps sampled; they agree exactly where rounds never overshoot
-            "resources": {"num_envs_per_env_runner": 1},
-        }
-    )
-    return trainable_for(spec)(config={**trial_params(spec), "seed": seed})
 
 
 PRIORITIZED = {"type": "PrioritizedEpisodeReplayBuffer", "alpha": 0.6, "beta": 0.4}
@@ -50,7 +30,7 @@ def test_rllibs_buffers_train_on_the_flat_path_at_rllibs_update_ratio(
     ratios = {}
     for switch in ("1", "0"):
         monkeypatch.setenv("TUNER_FAST_REPLAY", switch)
-        algo = _trial(
+        algo = replay_trial(
             algorithm,
             {
                 "replay_buffer_config": buffer,
@@ -91,7 +71,7 @@ def test_rllibs_buffers_train_on_the_flat_path_at_rllibs_update_ratio(
     ],
 )
 def test_anything_else_keeps_rllibs_path_and_says_why(ray_local, config, why):
-    algo = _trial("DQN", config)
+    algo = replay_trial("DQN", config)
     try:
         assert algo._flat_replay is None
         assert why in algo._replay_path
@@ -121,7 +101,7 @@ def test_flat_batches_hold_what_rllibs_connector_builds_from_its_buffer(
     )
 
     gamma = 0.9
-    algo = _trial(algorithm, {"replay_buffer_config": UNIFORM})
+    algo = replay_trial(algorithm, {"replay_buffer_config": UNIFORM})
     try:
         assert algo._flat_replay is not None
         flat = type(algo._flat_replay)(1000, seed=0, alpha=0.6 if kind == "prioritized" else None)
@@ -263,7 +243,7 @@ def test_the_lean_flat_path_trains_the_very_same_weights_and_reports_the_same(
     runs = {}
     for value in (False, True):
         monkeypatch.setattr(_fast_replay, switch, value)
-        algo = _trial(
+        algo = replay_trial(
             algorithm,
             {
                 "replay_buffer_config": UNIFORM,

@@ -9,9 +9,7 @@ import math
 import pytest
 import torch
 
-from tuner.rllib import trainable_for
-from tuner.spec import parse_spec
-from tuner.sweep import trial_params
+from tests.replay_trials import replay_trial
 
 pytestmark = pytest.mark.integration
 
@@ -21,25 +19,16 @@ TIMED = ("timer", "throughput")  # wall-clock figures, different in any two runs
 
 
 def _trial(algorithm: str, buffer: dict):
-    spec = parse_spec(
+    return replay_trial(
+        algorithm,
         {
-            "name": f"lean-metrics-{algorithm}",
-            "algorithm": algorithm,
-            "env": "Pendulum-v1" if algorithm == "SAC" else "CartPole-v1",
-            "config": {
-                "train_batch_size_per_learner": 16,
-                "num_steps_sampled_before_learning_starts": 0,
-                "min_sample_timesteps_per_iteration": 64,
-                "min_time_s_per_iteration": 0,
-                "replay_buffer_config": buffer,
-                "training_intensity": 8,  # 8 updates a round
-                "target_network_update_freq": 8 if algorithm == "DQN" else 0,
-            },
-            "model": {"fcnet_hiddens": [16]},
-            "resources": {"num_envs_per_env_runner": 1},
-        }
+            "num_steps_sampled_before_learning_starts": 0,
+            "min_time_s_per_iteration": 0,
+            "replay_buffer_config": buffer,
+            "training_intensity": 8,  # 8 updates a round
+            "target_network_update_freq": 8 if algorithm == "DQN" else 0,
+        },
     )
-    return trainable_for(spec)(config={**trial_params(spec), "seed": 0})
 
 
 def _leaves(tree: dict, path: tuple = ()):
