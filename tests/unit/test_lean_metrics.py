@@ -99,7 +99,8 @@ def test_a_nan_update_is_skipped_as_rllib_skips_it(values, reported, as_tensor):
     lean = float(lean_algo.peek(("learners", "qf_loss")))
     steps = float(lean_algo.peek(("learners", "steps")))
     if reported is None:
-        assert math.isnan(own) and math.isnan(lean)
+        assert math.isnan(own)
+        assert math.isnan(lean)
         assert steps == 0.0
     else:
         assert own == lean == reported
