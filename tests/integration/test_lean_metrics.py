@@ -98,3 +98,31 @@ def test_the_lean_learner_trains_and_reports_what_rllibs_does(
             assert lean_m[key] == pytest.approx(value, rel=1e-6), key
         else:
             assert lean_m[key] == value, key
+
+
+@pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
+def test_a_uniform_buffers_iteration_reduces_its_learner_metrics_once(
+    ray_local, monkeypatch, algorithm
+):
+    """The default: every update of an iteration leaves the learner's metrics unreduced
+    and the iteration's end reduces them once; a spec with
+    min_train_timesteps_per_iteration (RLlib's loop reads them) reduces after each."""
+    from tuner.rllib import _fast_replay
+
+    reduces: list[int] = []
+    own_reduce = _fast_replay._reduce_learner
+    monkeypatch.setattr(
+        _fast_replay, "_reduce_learner", lambda learner: reduces.append(1) or own_reduce(learner)
+    )
+    algo = _trial(algorithm, UNIFORM)
+    try:
+        results = [algo.train() for _ in range(2)]
+    finally:
+        algo.stop()
+    assert len(reduces) == 2  # one per iteration
+    trained = results[-1]["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
+    assert trained == pytest.approx(8 * results[-1]["num_env_steps_sampled_lifetime"])
+    assert _fast_replay.reduce_per_iteration(algo.config)
+    counting = algo.config.copy(copy_frozen=False)
+    counting.min_train_timesteps_per_iteration = 1
+    assert not _fast_replay.reduce_per_iteration(counting)
