@@ -133,7 +133,8 @@ class Settings(BaseSettings):
         description="How long a polled sweep / trials / metrics view is served from memory. "
         "A view polled in the last 5 s is rendered again in the background every half of "
         "this, so polls do not wait for renders; another is rendered by the next poll, and "
-        "polls arriving meanwhile get the kept view at once if it is under 5 times this old.",
+        "polls arriving meanwhile get the kept view at once if it is under 5 times this old. "
+        "A sweep view that finds the status or answer changed drops the sweep's other views.",
     )
     embedded_nice: int = Field(
         10,

@@ -4,6 +4,7 @@ refresh runs, and the API's own writes never answered from before them."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
@@ -335,3 +336,62 @@ def test_a_cached_poll_takes_no_thread_hop(service_app, monkeypatch):
     assert again.json() == {"items": []}
     assert hops == []
     assert client.get(url).status_code == 401  # the token check still runs
+
+
+def test_a_sweep_view_that_finds_its_status_changed_drops_the_sweeps_other_views():
+    """The driver (another process) stops the sweep and pauses its trials in one
+    transaction: a poll that sees the sweep STOPPED must not get its trials from before."""
+    store = {"status": "RUNNING", "trials": "RUNNING"}
+
+    class Sweep(BaseModel):
+        status: str
+
+    class Trials(BaseModel):
+        status: str
+
+    def sweep() -> Sweep:
+        return Sweep(status=store["status"])
+
+    def trials() -> Trials:
+        return Trials(status=store["trials"])
+
+    def status_of(view: BaseModel) -> str:
+        return view.status
+
+    async def main():
+        cache = ViewCache(60, Clock())  # nothing expires: only the change drops views
+        seen = []
+
+        async def poll() -> None:
+            view = await cache.get("e1/view", sweep, state=status_of)
+            listed = await cache.get("e1/trials", trials)
+            other = await cache.get("e2/trials", trials)
+            seen.append((json.loads(view.body)["status"], json.loads(listed.body)["status"]))
+            seen.append(("e2", json.loads(other.body)["status"]))
+
+        await poll()
+        store.update(status="STOPPED", trials="PAUSED")  # one transaction, elsewhere
+        cache._items.pop("e1/view")  # the sweep's view is due: the next poll renders it
+        await poll()
+        return seen
+
+    assert asyncio.run(main()) == [
+        ("RUNNING", "RUNNING"),
+        ("e2", "RUNNING"),
+        ("STOPPED", "PAUSED"),
+        ("e2", "RUNNING"),  # another sweep's views are kept
+    ]
+
+
+def test_a_sweep_view_whose_state_is_unchanged_keeps_the_other_views():
+    async def main():
+        cache, render = ViewCache(60, Clock()), Renderer()
+        render.version = 5
+        await cache.get("e1/view", render, state=lambda v: v.n)
+        await cache.get("e1/trials", render)
+        cache._items.pop("e1/view")
+        await cache.get("e1/view", render, state=lambda v: v.n)  # the same state
+        await cache.get("e1/trials", render)  # still kept: not rendered again
+        return render.calls
+
+    assert asyncio.run(main()) == 3

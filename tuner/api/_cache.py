@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from fastapi import Response
 from pydantic import BaseModel
@@ -21,7 +21,10 @@ class ViewCache:
     never gets a view older than `ttl_s`; the polls that arrive while that render runs
     get the body kept at once, if it is under `5 * ttl_s` old, instead of waiting too.
     One render per view at a time. The API's own writes (stop, resume, delete) drop a
-    sweep's views and its renders under way: the next poll renders anew.
+    sweep's views and its renders under way: the next poll renders anew. So does a
+    change that a render of the sweep's own view finds (its `state`: the driver, another
+    process, moved the sweep to STOPPED or named its answer): a trials view kept from
+    before is never served beside a sweep view from after.
 
     With `refresh_forever` running (the app's lifespan starts it), a view polled in the
     last `HOT_S` seconds is rendered again every half `ttl_s`, so that a poll finds it
@@ -37,11 +40,29 @@ class ViewCache:
         self._items: dict[str, tuple[float, bytes]] = {}  # key -> (render began, body)
         self._flights: dict[str, asyncio.Future[bytes]] = {}
         self._epochs: dict[str, int] = {}  # experiment id -> writes seen (invalidate)
-        self._hot: dict[str, tuple[float, Callable[[], BaseModel]]] = {}  # key -> (polled, render)
+        self._hot: dict[str, tuple[float, Render]] = {}  # key -> (polled, render)
+        self._states: dict[str, Hashable] = {}  # experiment id -> state its view last showed
 
-    async def get(self, key: str, render: Callable[[], BaseModel]) -> Response:
-        """The cached body for `key`; render() (in a worker thread) when it is stale."""
+    async def get(
+        self,
+        key: str,
+        render: Callable[[], BaseModel],
+        state: Callable[[BaseModel], Hashable] | None = None,
+    ) -> Response:
+        """The cached body for `key`; render() (in a worker thread) when it is stale.
+
+        Args:
+            key: "<experiment id>/<view>".
+            render: Renders the view from the store.
+            state: For the sweep's own view: what of it the sweep's other views depend
+                on (its status, its answer). A render that finds it changed drops the
+                sweep's other views and their renders under way.
+
+        Returns:
+            The view's JSON body.
+        """
         now = self._clock()
+        render = Render(render, state)
         self._hot[key] = (now, render)
         hit = self._items.get(key)
         age = now - hit[0] if hit is not None else math.inf
@@ -57,16 +78,21 @@ class ViewCache:
             return _json(hit[1])  # another poll is refreshing it: the body kept, at once
         return _json(await asyncio.shield(flight))
 
-    async def _render(self, key: str, render: Callable[[], BaseModel]) -> bytes:
+    async def _render(self, key: str, render: Render) -> bytes:
         experiment_id = key.split("/", 1)[0]
         epoch = self._epochs.get(experiment_id, 0)
         began = self._clock()
         try:
-            body = await run_in_threadpool(lambda: render().model_dump_json().encode())
+            seen, body = await run_in_threadpool(render.body)
         finally:
             if self._flights.get(key) is asyncio.current_task():
                 self._flights.pop(key, None)
-        if self._epochs.get(experiment_id, 0) == epoch:  # no write since it began
+        kept = self._epochs.get(experiment_id, 0) == epoch  # no write since it began
+        if render.state is not None:
+            if self._states.get(experiment_id, _UNSEEN) != seen:
+                self.invalidate(experiment_id)  # the other views may be from before it
+            self._states[experiment_id] = seen
+        if kept:
             if len(self._items) > 2000:
                 horizon = self._clock() - self.ttl_s * (1 + self.STALE_FACTOR)
                 self._items = {k: v for k, v in self._items.items() if v[0] > horizon}
@@ -95,7 +121,7 @@ class ViewCache:
             flight = self._flights[key] = asyncio.ensure_future(self._refresh(key, render))
             flight.add_done_callback(_retrieve)
 
-    async def _refresh(self, key: str, render: Callable[[], BaseModel]) -> bytes:
+    async def _refresh(self, key: str, render: Render) -> bytes:
         """A background render. One that fails (the sweep deleted, the store down) stops
         the view's refreshes until it is polled again, and that poll gets the error; the
         view is cooled in the same step that ends the flight, so whoever sees the
@@ -116,6 +142,25 @@ class ViewCache:
             self._items.pop(key, None)
         for key in [k for k in list(self._flights) if k.startswith(prefix)]:
             self._flights.pop(key, None)
+
+
+_UNSEEN = object()
+
+
+class Render:
+    """A view's render, and what of the view its sweep's other views depend on."""
+
+    def __init__(
+        self, render: Callable[[], BaseModel], state: Callable[[BaseModel], Hashable] | None
+    ) -> None:
+        self.render = render
+        self.state = state
+
+    def body(self) -> tuple[Hashable, bytes]:
+        """Renders the view (in a worker thread): its state and its JSON."""
+        view = self.render()
+        seen = self.state(view) if self.state is not None else None
+        return seen, view.model_dump_json().encode()
 
 
 def _json(body: bytes) -> Response:

@@ -201,8 +201,17 @@ async def get_experiment(
 ) -> Response:
     """Spec, status, trial counts, best trial (config, metric, checkpoint), MLflow links."""
     return await cache.get(
-        f"{experiment_id}/view", lambda: experiment_view(store, sweep_or_404(store, experiment_id))
+        f"{experiment_id}/view",
+        lambda: experiment_view(store, sweep_or_404(store, experiment_id)),
+        state=_views_depend_on,
     )
+
+
+def _views_depend_on(view: ExperimentView) -> tuple[object, ...]:
+    """What of a sweep's view its trials and metrics views depend on: a change drops
+    them, so a poll never pairs a STOPPED sweep with its trials from before the stop."""
+    best = view.best.trial_id if view.best else None
+    return (view.status, view.finished_at, best)
 
 
 # stop and resume: 202 with the sweep's view, 404 for an unknown sweep, 409 where its
