@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 
-def replay_trial(algorithm: str, config: dict[str, Any], seed: int = 0) -> Any:
+def replay_trial(
+    algorithm: str, config: dict[str, Any], seed: int = 0, resources: dict[str, Any] | None = None
+) -> Any:
     """A DQN (CartPole-v1) or SAC (Pendulum-v1) trial: batch 16, learning from 32 env
-    steps, 64 env steps an iteration, a [16] network, one env per runner; `config`
-    overrides. Returns the Algorithm, set up."""
+    steps, 64 env steps an iteration, a [16] network, one env per runner; `config` and
+    `resources` override. Returns the Algorithm, set up."""
     from tuner.rllib import trainable_for
     from tuner.spec import parse_spec
     from tuner.sweep import trial_params
@@ -29,7 +31,7 @@ def replay_trial(algorithm: str, config: dict[str, Any], seed: int = 0) -> Any:
             "model": {"fcnet_hiddens": [16]},
             # one env: RLlib's path runs fixed updates per round, the flat path counts
             # the steps sampled; they agree exactly where rounds never overshoot
-            "resources": {"num_envs_per_env_runner": 1},
+            "resources": {"num_envs_per_env_runner": 1, **(resources or {})},
         }
     )
     return trainable_for(spec)(config={**trial_params(spec), "seed": seed})

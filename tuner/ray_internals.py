@@ -152,6 +152,45 @@ def env_runner_pipelines(runner: Any) -> tuple[Any, Any]:
     return runner._env_to_module, runner._module_to_env
 
 
+def sync_local_weights(algo: Any) -> bool:
+    """The weights of a local Learner's one module copied, tensor by tensor, into the
+    local env runner's module: what EnvRunnerGroup.sync_weights(inference_only=True)
+    leaves there (the same values, the same weights_seq_no, no copy where nothing was
+    trained since), without its trip through numpy and the object store (ray.put with no
+    remote runner to read it). Where it does not fit (remote env runners or Learners,
+    several modules, a state the env runner's module names differently) nothing is
+    copied and the caller syncs through RLlib.
+
+    Args:
+        algo: The Algorithm.
+
+    Returns:
+        Whether it synced them.
+    """
+    import torch
+
+    group, learners = algo.env_runner_group, algo.learner_group
+    runner = group.local_env_runner
+    if runner is None or group.num_remote_workers() or not learners.is_local:
+        return False
+    learner = learners._learner
+    if len(learner.module.keys()) != 1 or not isinstance(runner.module, torch.nn.Module):
+        return False
+    (module_id,) = learner.module.keys()
+    source = learner.module[module_id].state_dict(keep_vars=True)
+    target = runner.module.state_dict(keep_vars=True)
+    if not target.keys() <= source.keys():
+        return False
+    seq = learner._weights_seq_no
+    if seq == 0 or runner._weights_seq_no < seq:  # as the env runner's set_state decides
+        with torch.no_grad():
+            for name, tensor in target.items():
+                tensor.copy_(source[name])
+    if seq > 0:
+        runner._weights_seq_no = seq
+    return True
+
+
 def update_unreduced(learner_group: Any, batch: Any, timesteps: dict[str, Any]) -> None:
     """One learner update whose metrics are left unreduced (the next reduce takes them)."""
     learner_group.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=True)

@@ -224,8 +224,8 @@ def test_sac_with_sb3_shaped_q_networks_trains_on_the_flat_path(ray_local):
 
 @pytest.mark.parametrize(
     ("switch", "lean"),
-    [("REDUCE_EACH_UPDATE", False), ("TENSOR_BATCHES", True)],
-    ids=["one-reduce-an-iteration", "tensor-batches"],
+    [("REDUCE_EACH_UPDATE", False), ("TENSOR_BATCHES", True), ("LEAN_WEIGHT_SYNC", True)],
+    ids=["one-reduce-an-iteration", "tensor-batches", "in-place-weight-sync"],
 )
 @pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
 def test_the_lean_flat_path_trains_the_very_same_weights_and_reports_the_same(
@@ -233,9 +233,11 @@ def test_the_lean_flat_path_trains_the_very_same_weights_and_reports_the_same(
 ):
     """A uniform buffer's learner metrics are reduced once an iteration, after its last
     round (_fast_replay.end_iteration), and a local CPU Learner gets its batches as
-    tensors: same seed, same batches, same target-network checks, so the weights come
-    out bit for bit those of a reduce after every update / of RLlib's own conversion, and
-    the counters and the reported loss metrics are the same."""
+    tensors, and the env runner gets the Learner's weights copied in place: same seed,
+    same batches, same target-network checks, so the weights (the Learner's and the env
+    runner's) come out bit for bit those of a reduce after every update / of RLlib's own
+    conversion / of RLlib's weight sync, and the counters, the weights' version and the
+    reported loss metrics are the same."""
     import torch
 
     from tuner.rllib import _fast_replay
@@ -258,20 +260,23 @@ def test_the_lean_flat_path_trains_the_very_same_weights_and_reports_the_same(
             assert algo._replay_path == "flat"
             state = algo.learner_group._learner.module["default_policy"].state_dict()
             weights = {k: v.detach().clone() for k, v in state.items()}
+            acting = {k: v.clone() for k, v in algo.env_runner.module.state_dict().items()}
         finally:
             algo.stop()
         learners = results[-1]["learners"]
         losses = {k: v for k, v in learners["default_policy"].items() if "loss" in k or "qf" in k}
         runs[value == lean] = (
-            weights,
+            {**weights, **{f"env runner: {k}": v for k, v in acting.items()}},
             losses,
+            results[-1]["env_runners"]["weights_seq_no"],
             results[-1]["num_env_steps_sampled_lifetime"],
             learners["__all_modules__"]["num_env_steps_trained_lifetime"],
             learners["default_policy"]["num_module_steps_trained_lifetime"],
         )
     (ours, losses, *counters), (rllibs, their_losses, *their_counters) = runs[True], runs[False]
     assert counters == their_counters
-    assert counters[1] / counters[0] == pytest.approx(8)
+    assert counters[0] > 0  # the env runner's weights' version: synced
+    assert counters[2] / counters[1] == pytest.approx(8)
     assert "qf_loss" in losses
     # each stat's mean over the iteration's updates, summed in float64 or by RLlib
     assert losses == pytest.approx(their_losses, rel=1e-6)
@@ -279,3 +284,32 @@ def test_the_lean_flat_path_trains_the_very_same_weights_and_reports_the_same(
     assert ours
     for key in ours:
         assert torch.equal(ours[key], rllibs[key]), key
+
+
+def test_remote_env_runners_get_their_weights_through_rllibs_sync(ray_local):
+    """The in-place sync is for a local env runner only: with a remote one it copies
+    nothing, and RLlib's sync hands it the Learner's weights."""
+    import torch
+
+    from tuner.ray_internals import sync_local_weights
+
+    algo = replay_trial(
+        "DQN",
+        {"replay_buffer_config": UNIFORM, "num_steps_sampled_before_learning_starts": 0},
+        resources={"num_env_runners": 1},
+    )
+    try:
+        algo.train()
+        assert algo._replay_path == "flat"
+        in_place = sync_local_weights(algo)
+        learned = algo.learner_group._learner.module["default_policy"].state_dict()
+        (remote,) = algo.env_runner_group.foreach_env_runner(
+            lambda runner: {k: v.clone() for k, v in runner.module.state_dict().items()},
+            local_env_runner=False,
+        )
+    finally:
+        algo.stop()
+    assert in_place is False
+    assert remote
+    for key, value in remote.items():
+        assert torch.equal(value, learned[key]), key

@@ -62,6 +62,9 @@ def test_the_lean_pipelines_fill_the_same_episodes_as_rllibs(config, env, envs):
             episodes += runner.sample(num_timesteps=200, explore=False)
             sampled[lean] = [_fields(e) for e in episodes]
             returns[lean] = runner.get_metrics()["episode_return_mean"]
+            # the lean runner's module stays in eval mode: no switch back and forth a step
+            training = {m.training for m in runner.module.modules()}
+            assert training == ({False} if lean else {True})
         finally:
             runner.stop()
     assert len(sampled[True]) == len(sampled[False]) > envs  # episodes ended and went on

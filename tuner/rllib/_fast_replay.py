@@ -35,6 +35,7 @@ from tuner.ray_internals import (
     has_own_connectors,
     module_is_stateful,
     sample_env_runners,
+    sync_local_weights,
     update_unreduced,
 )
 from tuner.rllib._transitions import TransitionBuffer
@@ -190,6 +191,9 @@ REDUCE_EACH_UPDATE = False
 # True: a local CPU Learner gets its batch as torch tensors, as RLlib's Learner would
 # convert it (floats to float32), instead of numpy for RLlib to convert per update.
 TENSOR_BATCHES = True
+# True: a local Learner's weights are copied into the local env runner in place after
+# each round (ray_internals.sync_local_weights), not through numpy and the object store.
+LEAN_WEIGHT_SYNC = True
 
 
 def reduce_per_iteration(config: Any) -> bool:
@@ -379,6 +383,8 @@ def training_step(algo: Any, buffer: TransitionBuffer, debt: UpdateDebt) -> None
     from ray.rllib.core import ALL_MODULES
 
     with metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+        if LEAN_WEIGHT_SYNC and sync_local_weights(algo):
+            return
         algo.env_runner_group.sync_weights(
             from_worker_or_learner_group=algo.learner_group,
             policies=set(results[0].keys()) - {ALL_MODULES} if results else None,

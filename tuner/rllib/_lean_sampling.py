@@ -243,4 +243,8 @@ def install(runner: Any) -> str:
     to_module.__class__ = LeanEnvToModule
     to_env.__class__ = LeanModuleToEnv
     lean_mode_switches(runner.module)  # eval() before each step: once, not every step
+    # an env runner's module only ever runs in eval mode (RLlib's forward_exploration
+    # and forward_inference switch to it): left there, they switch nothing, where from
+    # train mode each step walked the module twice, to eval and back
+    runner.module.eval()
     return "lean"
