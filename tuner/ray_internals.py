@@ -23,14 +23,16 @@ from tuner.data_files import load_data_file
 
 class PrivateName(BaseModel):
     """A private name we use: where it lives ("module:Class" or "module:function"),
-    the name, what kind of use (attribute, method we override, keyword, config key,
-    copied code) and why. One entry of ray_internals.yaml."""
+    the name, what kind of use (attribute, method we override, method we call, keyword,
+    config key, copied code) and why. One entry of ray_internals.yaml."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     owner: str = Field(pattern=r"^[\w.]+:[\w.]+$")
     name: str = Field(pattern=r"^_\w+$")
-    kind: Literal["attribute", "method we override", "keyword", "config key", "copied code"]
+    kind: Literal[
+        "attribute", "method we override", "method we call", "keyword", "config key", "copied code"
+    ]
     why: str = Field(min_length=1)
 
 
@@ -57,6 +59,8 @@ TARGET_UPDATE_SOURCE = "112cd41c8b490f39d5f54ea5efb18f5e32bd647c71409836cdca7785
 # path was ported from (2.60): a Ray whose step changed fails its test until the port is
 # checked again.
 TRAINING_STEP_SOURCE = "09ec62b710932ad18e0fda0308c568560a33155fd61d9288d379bce2b44cfa11"
+# The same for Learner.update, whose one-batch path `single_batch_update` follows.
+LEARNER_UPDATE_SOURCE = "3881ea9242770af1f42fd8c9e17fc9d23941bbd0044f21b2ff78afc4ec3ff06c"
 
 
 # --- Ray itself -----------------------------------------------------------------------------
@@ -189,6 +193,37 @@ def sync_local_weights(algo: Any) -> bool:
     if seq > 0:
         runner._weights_seq_no = seq
     return True
+
+
+def single_batch_update(learner: Any, batch: Any, timesteps: dict[str, Any]) -> None:
+    """What RLlib 2.60's Learner.update does with one MultiAgentBatch of tensors already
+    on the Learner's device, one epoch, no minibatches, its metrics left unreduced: the
+    same calls, in the same order, on the same batch, so the same weights and the same
+    logged values (tests/integration/test_lean_metrics.py). Left out: its TrainingData
+    and batch iterator (nothing to convert, split or slice: the flat path's modules are
+    stateless) and Ray's Prometheus timer and counters of the update, a fifth of a small
+    DQN update's time (docs/benchmarks.md).
+
+    Args:
+        learner: A torch Learner, built.
+        batch: The MultiAgentBatch, its columns torch tensors on the Learner's device.
+        timesteps: The update's timesteps (NUM_ENV_STEPS_SAMPLED_LIFETIME, ...).
+    """
+    learner.before_gradient_based_update(timesteps=timesteps)
+    learner._weights_seq_no += 1
+    for module_id in list(batch.policy_batches):
+        if not learner.should_module_be_updated(module_id, batch):
+            del batch.policy_batches[module_id]
+    if not batch.policy_batches:
+        return
+    unknown = set(batch.policy_batches) - set(learner.module.keys())
+    if unknown:
+        raise ValueError(f"Batch contains ModuleIDs ({unknown}) that are not in this Learner!")
+    _, loss_per_module, _ = learner._update(batch.policy_batches)
+    learner._log_steps_trained_metrics(batch)
+    for module_id, loss in loss_per_module.items():
+        learner.metrics.log_value(key=(module_id, learner.TOTAL_LOSS_KEY), value=loss, window=1)
+    learner.after_gradient_based_update(timesteps=timesteps)
 
 
 def update_unreduced(learner_group: Any, batch: Any, timesteps: dict[str, Any]) -> None:

@@ -72,8 +72,13 @@ def test_the_lean_learner_trains_and_reports_what_rllibs_does(
     iteration reduced once, a prioritized buffer's after each update. (RLlib's own path
     samples its buffer unseeded, so two of its runs differ anyway:
     tests/unit/test_lean_metrics.py compares the Learners there, update by update.)"""
-    from tuner.rllib import _fast_replay
+    from tuner.rllib import _fast_replay, _lean_metrics
 
+    one_batch = []
+    real = _lean_metrics.single_batch_update
+    monkeypatch.setattr(
+        _lean_metrics, "single_batch_update", lambda *a: one_batch.append(1) or real(*a)
+    )
     runs = {}
     for lean in ("0", "1"):
         monkeypatch.setenv("TUNER_LEAN_LOSS", lean)
@@ -91,6 +96,9 @@ def test_the_lean_learner_trains_and_reports_what_rllibs_does(
         assert torch.equal(own_w[key], lean_w[key]), key
     assert own_m.keys() == lean_m.keys()
     assert ("default_policy", "qf_loss") in own_m
+    # the lean Learner's every update took the one-batch path (16 rows an update)
+    trained = lean_m[("__all_modules__", "num_module_steps_trained_lifetime")]
+    assert len(one_batch) == trained / 16 > 0
     for key, value in own_m.items():
         if isinstance(value, float) and math.isnan(value):
             assert math.isnan(lean_m[key]), key

@@ -219,12 +219,45 @@ def _learner(algorithm: str, lean: bool, monkeypatch):
     return config.build_learner(env=env)
 
 
+def _as_tensors(batch):
+    """The batch with its columns as torch tensors, as the flat path hands them."""
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+    return MultiAgentBatch(
+        {
+            mid: SampleBatch({k: torch.as_tensor(v) for k, v in b.items()})
+            for mid, b in batch.policy_batches.items()
+        },
+        env_steps=batch.env_steps(),
+    )
+
+
+def _reported(results) -> dict:
+    """Every reported leaf but the TD errors and the wall-clock ones."""
+    out = {}
+    for mid, stats in results.items():
+        for key, stat in stats.items():
+            if key != "td_error" and "throughput" not in key and "timer" not in key:
+                out[(mid, key)] = stat.peek()
+    return out
+
+
+@pytest.mark.parametrize("as_tensors", [False, True], ids=["numpy", "tensors"])
 @pytest.mark.parametrize("algorithm", ["DQN", "SAC"])
-def test_update_by_update_the_lean_learner_is_rllibs(monkeypatch, algorithm):
+def test_update_by_update_the_lean_learner_is_rllibs(monkeypatch, algorithm, as_tensors):
     """RLlib's own training step reduces after every update: on the same fixed batches
-    the lean Learner makes the same updates and reports the same values each time."""
+    the lean Learner makes the same updates and reports the same values each time. A
+    batch of tensors takes its one-batch update (ray_internals.single_batch_update), a
+    numpy batch RLlib's own update."""
     from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
+    from tuner.rllib import _lean_metrics
+
+    one_batch = []
+    real = _lean_metrics.single_batch_update
+    monkeypatch.setattr(
+        _lean_metrics, "single_batch_update", lambda *a: one_batch.append(1) or real(*a)
+    )
     own, lean = _learner(algorithm, False, monkeypatch), _learner(algorithm, True, monkeypatch)
     assert type(lean).__name__ == f"Lean{type(own).__name__}"
     lean.module.set_state(own.module.get_state())
@@ -233,13 +266,13 @@ def test_update_by_update_the_lean_learner_is_rllibs(monkeypatch, algorithm):
         results = []
         for learner in (own, lean):
             torch.manual_seed(step)  # SAC samples its actions in the loss
-            results.append(learner.update(batch=_batch(algorithm, step), timesteps=timesteps))
-        reported = [
-            {k: v.peek() for k, v in r["default_policy"].items() if "td_error" != k}
-            for r in results
-        ]
+            batch = _batch(algorithm, step)
+            batch = _as_tensors(batch) if as_tensors else batch
+            results.append(learner.update(batch=batch, timesteps=timesteps))
+        reported = [_reported(r) for r in results]
         assert reported[0].keys() == reported[1].keys()
-        assert "qf_loss" in reported[0]
+        assert ("default_policy", "qf_loss") in reported[0]
+        assert ("__all_modules__", "num_env_steps_trained_lifetime") in reported[0]
         for key, value in reported[0].items():
             # one update's stat: its value exactly (a float32 tensor's, as a number)
             theirs, ours = (
@@ -247,6 +280,7 @@ def test_update_by_update_the_lean_learner_is_rllibs(monkeypatch, algorithm):
                 torch.as_tensor(reported[1][key]).double(),
             )
             torch.testing.assert_close(ours, theirs, rtol=0, atol=0, equal_nan=True, msg=key)
+    assert len(one_batch) == (4 if as_tensors else 0)
     own_state = own.module["default_policy"].state_dict()
     lean_state = lean.module["default_policy"].state_dict()
     assert own_state.keys() == lean_state.keys()

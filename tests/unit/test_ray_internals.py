@@ -12,7 +12,12 @@ import inspect
 import pytest
 
 from tuner import ray_internals
-from tuner.ray_internals import PRIVATE_NAMES, TRAINING_STEP_SOURCE, PrivateName
+from tuner.ray_internals import (
+    LEARNER_UPDATE_SOURCE,
+    PRIVATE_NAMES,
+    TRAINING_STEP_SOURCE,
+    PrivateName,
+)
 
 # the parameters of each private method we override, as our hooks call them
 OVERRIDE_PARAMS = {
@@ -20,6 +25,8 @@ OVERRIDE_PARAMS = {
     "_build_qf_encoder_continuous": ["self", "framework"],
     "_get_new_config": ["self", "trial", "trial_to_clone"],
     "_run_one_training_iteration": ["self"],
+    "_update": ["self", "batch", "kwargs"],
+    "_log_steps_trained_metrics": ["self", "batch"],
 }
 
 
@@ -52,7 +59,7 @@ def test_each_private_name_we_use_is_still_there(use):
         assert f"self.{use.name}" in sources(owner) or hasattr(owner, use.name), (
             f"{use.owner} no longer sets {use.name}"
         )
-    elif use.kind == "method we override":
+    elif use.kind in ("method we override", "method we call"):
         method = getattr(owner, use.name)
         params = list(inspect.signature(method).parameters)
         assert params == OVERRIDE_PARAMS[use.name], f"{use.owner}.{use.name}{params}"
@@ -200,3 +207,15 @@ def test_the_polyak_average_is_rllibs_bit_for_bit(tau):
         ):
             assert torch.equal(a, b), name
     assert not torch.equal(ours[0][1][0].weight, before)  # the targets moved
+
+
+def test_the_one_batch_update_follows_the_installed_learner_update():
+    """ray_internals.single_batch_update makes Learner.update's calls for one tensor
+    batch: a Ray whose Learner.update changed fails here until it is checked again."""
+    from ray.rllib.core.learner.learner import Learner
+
+    digest = hashlib.sha256(inspect.getsource(Learner.update).encode()).hexdigest()
+    assert digest == LEARNER_UPDATE_SOURCE, (
+        "Learner.update changed: check ray_internals.single_batch_update against it, "
+        "then update LEARNER_UPDATE_SOURCE"
+    )

@@ -31,9 +31,18 @@ import torch
 from ray.rllib.algorithms.dqn.dqn import DQNConfig
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
+from ray.rllib.core.columns import Columns
+from ray.rllib.policy.sample_batch import MultiAgentBatch
 
-from tuner.ray_internals import update_then_reduce
+from tuner.ray_internals import single_batch_update, update_then_reduce
 from tuner.rllib._lean_ppo import lean_loss_on
+
+# True: an update of one tensor batch runs ray_internals.single_batch_update (RLlib's
+# Learner.update without its iterator and Prometheus metrics); False: RLlib's update.
+SINGLE_BATCH_UPDATE = True
+ONE_BATCH_KWARGS = frozenset(
+    {"batch", "training_data", "timesteps", "num_epochs", "minibatch_size", "_no_metrics_reduce"}
+)
 
 logger = logging.getLogger(__name__)
 
@@ -226,6 +235,10 @@ class DeferredUpdateMetrics:
         def recorded_update(*update_args: Any, **update_kwargs: Any) -> Any:
             self.metrics = recorder
             try:
+                batch = self._tuner_one_tensor_batch(update_args, update_kwargs)
+                if batch is not None:
+                    single_batch_update(self, batch, update_kwargs.get("timesteps") or {})
+                    return None
                 return super(DeferredUpdateMetrics, self).update(  # type: ignore[misc]
                     *update_args, **update_kwargs
                 )
@@ -233,6 +246,31 @@ class DeferredUpdateMetrics:
                 self.metrics = real
 
         return update_then_reduce(recorded_update, recorder.flush, real, args, kwargs)
+
+    def _tuner_one_tensor_batch(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The update's one MultiAgentBatch where `single_batch_update` does what RLlib's
+        update would (its columns torch tensors on this Learner's device, no sequences,
+        one epoch, no minibatches, nothing else to update from), else None."""
+        if not SINGLE_BATCH_UPDATE or args or set(kwargs) - ONE_BATCH_KWARGS:
+            return None
+        if kwargs.get("num_epochs", 1) != 1 or kwargs.get("minibatch_size") is not None:
+            return None
+        data, batch = kwargs.get("training_data"), kwargs.get("batch")
+        if data is not None:
+            others = ("batches", "batch_refs", "episodes", "episodes_refs", "data_iterators")
+            if batch is not None or any(getattr(data, name) is not None for name in others):
+                return None
+            batch = data.batch
+        if not isinstance(batch, MultiAgentBatch):
+            return None
+        device = self.device  # type: ignore[attr-defined]
+        for module_batch in batch.policy_batches.values():
+            if Columns.SEQ_LENS in module_batch:
+                return None
+            for value in module_batch.values():
+                if not isinstance(value, torch.Tensor) or value.device != device:
+                    return None
+        return batch
 
     def tuner_drop_stats(self, names: set[str] | frozenset[str]) -> None:
         """Stats (by their last key) this Learner's updates no longer keep or log: the
