@@ -61,6 +61,9 @@ TARGET_UPDATE_SOURCE = "112cd41c8b490f39d5f54ea5efb18f5e32bd647c71409836cdca7785
 TRAINING_STEP_SOURCE = "09ec62b710932ad18e0fda0308c568560a33155fd61d9288d379bce2b44cfa11"
 # The same for Learner.update, whose one-batch path `single_batch_update` follows.
 LEARNER_UPDATE_SOURCE = "3881ea9242770af1f42fd8c9e17fc9d23941bbd0044f21b2ff78afc4ec3ff06c"
+# The same for DefaultDQNTorchRLModule._forward_exploration, whose actions
+# rllib/_lean_exploration.py computes.
+DQN_EXPLORATION_SOURCE = "0a0d7d7e7b81463b4788e531c7325fac39b434af5b667dea8f47836daa235a80"
 
 
 # --- Ray itself -----------------------------------------------------------------------------
@@ -224,6 +227,21 @@ def single_batch_update(learner: Any, batch: Any, timesteps: dict[str, Any]) -> 
     for module_id, loss in loss_per_module.items():
         learner.metrics.log_value(key=(module_id, learner.TOTAL_LOSS_KEY), value=loss, window=1)
     learner.after_gradient_based_update(timesteps=timesteps)
+
+
+def override_exploration(module: Any, exploration: Callable[..., Any]) -> None:
+    """Gives one RLModule instance its own exploration pass: RLlib's forward_exploration
+    calls `exploration(module, batch, **kwargs)` in place of the class's
+    `_forward_exploration` (a partial, not a bound method: the module still pickles, and
+    a deepcopy's pass computes on the copy).
+
+    Args:
+        module: The RLModule.
+        exploration: The pass, taking the module first.
+    """
+    import functools
+
+    module._forward_exploration = functools.partial(exploration, module)
 
 
 def update_unreduced(learner_group: Any, batch: Any, timesteps: dict[str, Any]) -> None:

@@ -53,7 +53,17 @@ def _fields(episode) -> dict:
     [(DQNConfig, "CartPole-v1", 4), (SACConfig, "Pendulum-v1", 1), (PPOConfig, "CartPole-v1", 3)],
     ids=["DQN-4-envs", "SAC-1-env", "PPO-3-envs"],
 )
-def test_the_lean_pipelines_fill_the_same_episodes_as_rllibs(config, env, envs):
+def test_the_lean_pipelines_fill_the_same_episodes_as_rllibs(monkeypatch, config, env, envs):
+    """DQN's exploration pass is the lean one on the lean runner (its draws the same)."""
+    from tuner.rllib import _lean_exploration
+
+    passes = []
+    real = _lean_exploration.lean_dqn_exploration
+    monkeypatch.setattr(
+        _lean_exploration,
+        "lean_dqn_exploration",
+        lambda *a, **k: passes.append(1) or real(*a, **k),
+    )
     sampled, returns = {}, {}
     for lean in (False, True):
         runner = _runner(config(), env, envs, lean)
@@ -74,6 +84,11 @@ def test_the_lean_pipelines_fill_the_same_episodes_as_rllibs(config, env, envs):
             assert lean[key].dtype == value.dtype, key
             np.testing.assert_array_equal(lean[key], value, err_msg=key)
     assert returns[True] == returns[False]
+    # at least 600 exploring env steps, `envs` a pass (and no pass on RLlib's runner)
+    if config is DQNConfig:
+        assert len(passes) >= 600 // envs
+    else:
+        assert passes == []
 
 
 def test_runners_it_does_not_cover_keep_rllibs_pipelines():

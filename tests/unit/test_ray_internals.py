@@ -13,6 +13,7 @@ import pytest
 
 from tuner import ray_internals
 from tuner.ray_internals import (
+    DQN_EXPLORATION_SOURCE,
     LEARNER_UPDATE_SOURCE,
     PRIVATE_NAMES,
     TRAINING_STEP_SOURCE,
@@ -27,6 +28,7 @@ OVERRIDE_PARAMS = {
     "_run_one_training_iteration": ["self"],
     "_update": ["self", "batch", "kwargs"],
     "_log_steps_trained_metrics": ["self", "batch"],
+    "_forward_exploration": ["self", "batch", "t"],
 }
 
 
@@ -218,4 +220,18 @@ def test_the_one_batch_update_follows_the_installed_learner_update():
     assert digest == LEARNER_UPDATE_SOURCE, (
         "Learner.update changed: check ray_internals.single_batch_update against it, "
         "then update LEARNER_UPDATE_SOURCE"
+    )
+
+
+def test_the_lean_dqn_exploration_follows_the_installed_one():
+    """rllib/_lean_exploration.py computes DefaultDQNTorchRLModule._forward_exploration's
+    actions: a Ray whose pass changed fails here until it is checked again."""
+    from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import (
+        DefaultDQNTorchRLModule,
+    )
+
+    source = inspect.getsource(DefaultDQNTorchRLModule._forward_exploration)
+    assert hashlib.sha256(source.encode()).hexdigest() == DQN_EXPLORATION_SOURCE, (
+        "DefaultDQNTorchRLModule._forward_exploration changed: check "
+        "tuner/rllib/_lean_exploration.py against it, then update DQN_EXPLORATION_SOURCE"
     )

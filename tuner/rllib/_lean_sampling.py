@@ -44,6 +44,7 @@ from ray.rllib.utils.spaces.space_utils import (
 )
 
 from tuner.ray_internals import env_runner_pipelines
+from tuner.rllib._lean_exploration import install_lean_exploration
 from tuner.rllib._lean_modes import lean_mode_switches
 
 LEAN_SAMPLING_SWITCH = "TUNER_LEAN_SAMPLING"
@@ -247,4 +248,5 @@ def install(runner: Any) -> str:
     # and forward_inference switch to it): left there, they switch nothing, where from
     # train mode each step walked the module twice, to eval and back
     runner.module.eval()
+    install_lean_exploration(runner.module)  # RLlib's DQN module: its pass, leanly
     return "lean"
