@@ -75,6 +75,44 @@ def test_trial_table_updates_without_reload(server, browser):
         assert not errors, errors
 
 
+def test_a_sweep_stopped_while_its_page_is_open_shows_every_trial_paused(server, browser):
+    """The page fetches a terminal sweep's trials one last time: that fetch must not get
+    the trials from before the stop (the server's view cache drops them when the sweep's
+    view finds it STOPPED), or the table would say RUNNING under a STOPPED sweep."""
+    spec = tiny("browser-stop", iterations=8)
+    spec["config"]["min_time_s_per_iteration"] = 1
+    with server.client() as c:
+        exp_id = c.post("/experiments", json=spec).json()["id"]
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(server.url + "/")
+        page.wait_for_selector(f'#experiments-table tr[data-id="{exp_id}"]')
+        page.click(f'#experiments-table tr[data-id="{exp_id}"]')
+
+        def statuses() -> list[str]:
+            return page.locator("#trials-table tbody td.col-status").all_inner_texts()
+
+        page.wait_for_function(
+            """() => [...document.querySelectorAll('#trials-table tbody td.col-status')]
+                .filter((td) => td.textContent.includes('RUNNING')).length === 2""",
+            timeout=120_000,
+        )
+        assert c.post(f"/experiments/{exp_id}/stop").status_code == 202
+        wait_for(c, exp_id, lambda v: v["status"] == "STOPPED", timeout=120)
+        page.wait_for_function(
+            "() => document.querySelector('#experiment-status').textContent.includes('STOPPED')",
+            timeout=30_000,
+        )
+        page.wait_for_timeout(3_000)  # several polls: the table is the final fetch's
+        shown = statuses()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "sweep-stopped.png"), full_page=True)
+        assert len(shown) == 2, shown
+        assert all("PAUSED" in status for status in shown), shown
+        assert not errors, errors
+
+
 def test_page_with_200_trials(server, browser):
     """200 trials (written through the real store) render, sort and chart in place."""
     from tuner.store import MetricPoint, Store
