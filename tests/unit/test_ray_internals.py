@@ -29,6 +29,15 @@ OVERRIDE_PARAMS = {
     "_update": ["self", "batch", "kwargs"],
     "_log_steps_trained_metrics": ["self", "batch"],
     "_forward_exploration": ["self", "batch", "t"],
+    "_create_iterator_if_necessary": [
+        "self",
+        "training_data",
+        "num_total_minibatches",
+        "num_epochs",
+        "minibatch_size",
+        "shuffle_batch_per_epoch",
+        "kwargs",
+    ],
 }
 
 

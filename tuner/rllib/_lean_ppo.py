@@ -29,6 +29,8 @@ from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.torch_utils import explained_variance
 
+from tuner.ray_internals import LeanMinibatchHook
+
 LEAN_LOSS_SWITCH = "TUNER_LEAN_LOSS"
 
 
@@ -41,8 +43,9 @@ def lean_loss_on() -> bool:
     return os.environ.get(LEAN_LOSS_SWITCH, "1") != "0"
 
 
-class LeanPPOTorchLearner(PPOTorchLearner):
-    """PPOTorchLearner with the same loss and gradients, its metrics logged once per update."""
+class LeanPPOTorchLearner(LeanMinibatchHook, PPOTorchLearner):
+    """PPOTorchLearner with the same loss and gradients, its metrics logged once per
+    update, its minibatches cut as RLlib cuts them without SampleBatch slicing."""
 
     def build(self) -> None:
         """RLlib's build, then no metrics held for any module yet."""
