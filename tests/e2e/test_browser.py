@@ -24,6 +24,17 @@ def browser():
         browser.close()
 
 
+def _sweeps_page(server, browser, exp_id: str):
+    """The service's page, open on its sweeps list until sweep `exp_id` is listed, and
+    the list of the page's errors (filled as they happen)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server.url + "/")
+    page.wait_for_selector(f'#experiments-table tr[data-id="{exp_id}"]')
+    return page, errors
+
+
 def test_trial_table_updates_without_reload(server, browser):
     spec = tiny("browser", iterations=6)
     spec["config"]["min_time_s_per_iteration"] = 1
@@ -32,11 +43,7 @@ def test_trial_table_updates_without_reload(server, browser):
     spec["config"]["train_batch_size_per_learner"] = 128
     with server.client() as c:
         exp_id = c.post("/experiments", json=spec).json()["id"]
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(server.url + "/")
-        page.wait_for_selector(f'#experiments-table tr[data-id="{exp_id}"]')
+        page, errors = _sweeps_page(server, browser, exp_id)
         page.wait_for_function(
             "() => document.querySelector('#cluster-info').textContent.includes('1 node')"
         )
@@ -83,11 +90,7 @@ def test_a_sweep_stopped_while_its_page_is_open_shows_every_trial_paused(server,
     spec["config"]["min_time_s_per_iteration"] = 1
     with server.client() as c:
         exp_id = c.post("/experiments", json=spec).json()["id"]
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(server.url + "/")
-        page.wait_for_selector(f'#experiments-table tr[data-id="{exp_id}"]')
+        page, errors = _sweeps_page(server, browser, exp_id)
         page.click(f'#experiments-table tr[data-id="{exp_id}"]')
 
         def statuses() -> list[str]:
