@@ -244,13 +244,10 @@ def override_exploration(module: Any, exploration: Callable[..., Any]) -> None:
     module._forward_exploration = functools.partial(exploration, module)
 
 
-# False: a LeanMinibatchHook Learner iterates with RLlib's own iterator (for A/Bs)
-LEAN_MINIBATCHES = True
-
-
 class LeanMinibatchHook:
-    """Mixin for a Learner: where RLlib would iterate a train batch of tensors with its
-    MiniBatchCyclicIterator, `LeanMinibatches` yields the very same minibatches."""
+    """Mixin for a Learner: where RLlib would iterate a train batch with its
+    MiniBatchCyclicIterator (minibatches, no sequences sliced in B), the Learner's
+    `tuner_minibatches` may yield the very same minibatches leanly."""
 
     def _create_iterator_if_necessary(
         self,
@@ -285,102 +282,19 @@ class LeanMinibatchHook:
             shuffle_batch_per_epoch=shuffle_batch_per_epoch,
             **kwargs,
         )
-        if not LEAN_MINIBATCHES:
-            return iterator
         if type(iterator) is not MiniBatchCyclicIterator or not minibatch_size:
             return iterator
         batch = iterator._batch
-        if not LeanMinibatches.fits(batch):
+        if any(b._slice_seq_lens_in_B for b in batch.policy_batches.values()):
             return iterator
-        return LeanMinibatches(
+        lean = self.tuner_minibatches(  # type: ignore[attr-defined]
             batch,
             num_epochs=num_epochs,
             minibatch_size=minibatch_size,
             shuffle=shuffle_batch_per_epoch and num_epochs > 1,
             num_total_minibatches=num_total_minibatches,
         )
-
-
-class LeanMinibatches:
-    """RLlib 2.60's MiniBatchCyclicIterator over a batch of torch tensors without
-    sequences: the same cycling over each module's rows (a minibatch that runs past the
-    end takes the rest, the module batch is shuffled by its own `shuffle()`, the same
-    numpy draw, and it goes on from the start), the same stop (every row seen
-    `num_epochs` times, or `num_total_minibatches`), built from tensor slices (views) and
-    one torch.cat where a minibatch spans the end, instead of SampleBatch slicing and
-    concat_samples per minibatch (130 us a minibatch of 64 on this machine)."""
-
-    def __init__(
-        self,
-        batch: Any,
-        *,
-        num_epochs: int,
-        minibatch_size: int,
-        shuffle: bool,
-        num_total_minibatches: int = 0,
-    ) -> None:
-        self.batch = batch
-        self.num_epochs = num_epochs
-        self.minibatch_size = minibatch_size
-        self.shuffle = shuffle
-        self.num_total_minibatches = num_total_minibatches
-
-    @staticmethod
-    def fits(batch: Any) -> bool:
-        """Whether every module batch holds torch tensors only, and no sequences.
-
-        Args:
-            batch: A MultiAgentBatch.
-
-        Returns:
-            True where the lean iterator yields what RLlib's would.
-        """
-        import torch
-        from ray.rllib.policy.sample_batch import SampleBatch
-
-        for module_batch in batch.policy_batches.values():
-            if SampleBatch.SEQ_LENS in module_batch or module_batch._slice_seq_lens_in_B:
-                return False
-            if not all(isinstance(v, torch.Tensor) for v in module_batch.values()):
-                return False
-        return True
-
-    def __iter__(self) -> Any:
-        import torch
-        from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
-
-        modules = self.batch.policy_batches
-        start = dict.fromkeys(modules, 0)
-        covered = dict.fromkeys(modules, 0)
-        count = 0
-        total = self.num_total_minibatches
-        while (total == 0 and min(covered.values()) < self.num_epochs) or (
-            total > 0 and count < total
-        ):
-            minibatch = {}
-            for module_id, module_batch in modules.items():
-                rows = len(module_batch)
-                if rows == 0:
-                    raise ValueError(f"The batch for module_id {module_id} is empty!")
-                s, need, pieces = start[module_id], self.minibatch_size, []
-                while s + need >= rows:
-                    pieces.append({k: v[s:] for k, v in module_batch.items()})
-                    need -= rows - s
-                    s = 0
-                    covered[module_id] += 1
-                    if self.shuffle:
-                        module_batch.shuffle()
-                if s + need > s:
-                    pieces.append({k: v[s : s + need] for k, v in module_batch.items()})
-                columns = (
-                    pieces[0]
-                    if len(pieces) == 1
-                    else {k: torch.cat([p[k] for p in pieces]) for k in pieces[0]}
-                )
-                minibatch[module_id] = SampleBatch(columns)
-                start[module_id] = s + need
-            yield MultiAgentBatch(minibatch, len(self.batch))
-            count += 1
+        return iterator if lean is None else lean
 
 
 def update_unreduced(learner_group: Any, batch: Any, timesteps: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""The lean minibatch iterator (ray_internals.LeanMinibatches) yields RLlib's
+"""The lean minibatch iterator (tuner/rllib/_lean_minibatches.py) yields RLlib's
 MiniBatchCyclicIterator's minibatches: the same rows, in the same order, the same
 shuffles from numpy's generator, the same count."""
 
@@ -10,7 +10,7 @@ import torch
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.minibatch_utils import MiniBatchCyclicIterator
 
-from tuner.ray_internals import LeanMinibatches
+from tuner.rllib._lean_minibatches import LeanMinibatches
 
 
 def _batch(rows: dict[str, int]) -> MultiAgentBatch:
@@ -82,7 +82,7 @@ def test_the_lean_ppo_learner_trains_the_same_weights_with_either_iterator(monke
     from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
     from tests.unit.test_lean_ppo import MODULE, batch, configs, learner_of
-    from tuner import ray_internals
+    from tuner.rllib import _lean_minibatches
 
     iterated = []
     real_iter = LeanMinibatches.__iter__
@@ -91,7 +91,7 @@ def test_the_lean_ppo_learner_trains_the_same_weights_with_either_iterator(monke
     )
     runs = {}
     for lean in (False, True):
-        monkeypatch.setattr(ray_internals, "LEAN_MINIBATCHES", lean)
+        monkeypatch.setattr(_lean_minibatches, "LEAN_MINIBATCHES", lean)
         torch.manual_seed(0)
         learner = learner_of(configs(use_kl_loss=True)[0])
         np.random.seed(5)

@@ -30,6 +30,7 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.torch_utils import explained_variance
 
 from tuner.ray_internals import LeanMinibatchHook
+from tuner.rllib._lean_minibatches import lean_minibatches
 
 LEAN_LOSS_SWITCH = "TUNER_LEAN_LOSS"
 
@@ -46,6 +47,18 @@ def lean_loss_on() -> bool:
 class LeanPPOTorchLearner(LeanMinibatchHook, PPOTorchLearner):
     """PPOTorchLearner with the same loss and gradients, its metrics logged once per
     update, its minibatches cut as RLlib cuts them without SampleBatch slicing."""
+
+    def tuner_minibatches(self, batch: Any, **settings: Any) -> Any:
+        """The lean minibatch iterator over a train batch, or None for RLlib's.
+
+        Args:
+            batch: The train batch.
+            **settings: The iterator's settings (num_epochs, minibatch_size, ...).
+
+        Returns:
+            The iterator, or None.
+        """
+        return lean_minibatches(batch, **settings)
 
     def build(self) -> None:
         """RLlib's build, then no metrics held for any module yet."""
