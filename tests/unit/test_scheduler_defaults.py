@@ -117,16 +117,22 @@ def test_the_plan_shows_the_scheduler_in_force_and_what_was_derived():
     assert shown["derived"] == ["time_attr", "grace_period", "max_t"]
     fifo = scheduler_in_force(parse_spec({**spec.model_dump(), "scheduler": {}}), {})
     assert fifo == {"type": "fifo", "derived": []}
+    # pbt's unit is its fixed default, not the budget's: nothing is said to come from it
+    pbt = scheduler_in_force(parse_spec({**spec.model_dump(), "scheduler": {"type": "pbt"}}), {})
+    assert pbt["time_attr"] == "training_iteration"
+    assert pbt["derived"] == []
 
 
-def _warnings(scheduler: dict, stop: dict, config: dict | None = None) -> list[str]:
+def _warnings(
+    scheduler: dict, stop: dict, config: dict | None = None, algorithm: str = "PPO"
+) -> list[str]:
     from tuner.validation._issues import scheduler_warnings
 
     spec = parse_spec(
         {
             "name": "s",
-            "algorithm": "PPO",
-            "env": "CartPole-v1",
+            "algorithm": algorithm,
+            "env": "CartPole-v1" if algorithm != "SAC" else "Pendulum-v1",
             "config": config or {},
             "search": {"num_samples": 8},
             "scheduler": scheduler,
@@ -160,3 +166,33 @@ def test_an_iteration_limit_that_ends_trials_before_their_env_steps_is_named():
     assert warning.startswith("stop.training_iteration (10) ends every trial at 10000 env steps")
     assert "needs 50 iterations" in warning
     assert _warnings(README_ASHA, stop, {"train_batch_size_per_learner": 5000}) == []
+
+
+@pytest.mark.parametrize("scheduler", [{}, {"type": "median"}, {"type": "pbt"}])
+def test_an_iteration_limit_is_named_whatever_the_scheduler(scheduler):
+    stop = {"timesteps_total": 50_000, "training_iteration": 10}
+    (warning,) = _warnings(scheduler, stop, {"train_batch_size_per_learner": 1000})
+    assert warning.startswith("stop.training_iteration (10) ends every trial at 10000 env steps")
+
+
+def test_the_default_spaces_smallest_rollout_is_the_one_named():
+    # PPO's default space varies the rollout: the smallest one is cut first
+    (warning,) = _warnings({}, {"timesteps_total": 50_000, "training_iteration": 5})
+    assert "some trials (the smallest train_batch_size_per_learner)" in warning
+
+
+def test_an_off_policy_iteration_is_counted_by_its_minimum_of_env_steps():
+    # DQN's iteration samples at least min_sample_timesteps_per_iteration (RLlib: 1000)
+    stop = {"timesteps_total": 50_000, "training_iteration": 20}
+    (warning,) = _warnings({}, stop, {"lr": 1e-3}, algorithm="DQN")
+    assert warning.startswith("stop.training_iteration (20) ends every trial at about 20000")
+    assert "(min_sample_timesteps_per_iteration) it needs 50 iterations" in warning
+    own = {"min_sample_timesteps_per_iteration": 5000}
+    assert _warnings({}, stop, own, algorithm="DQN") == []
+
+
+def test_an_iteration_that_runs_for_a_minimum_time_is_not_guessed():
+    # SAC's iteration also runs for min_time_s_per_iteration (RLlib: 1 s): its size
+    # depends on the machine, so no warning claims one
+    stop = {"timesteps_total": 50_000, "training_iteration": 20}
+    assert _warnings({}, stop, {"lr": 1e-3}, algorithm="SAC") == []

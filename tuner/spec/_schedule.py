@@ -202,7 +202,7 @@ def scheduler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[s
         space: The resolved search space.
 
     Returns:
-        The settings; `derived` names the settings the spec left out.
+        The settings; `derived` names those the spec left out and the budget set.
     """
     sched = resolved_scheduler(spec, space)
     own = spec.scheduler.model_dump(exclude_none=True)
@@ -218,7 +218,9 @@ def scheduler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[s
     out |= {k: getattr(sched, k) for k in keys}
     if sched.type == "asha":
         out["rungs"] = sched.asha_milestones()
-    out["derived"] = [k for k in ("time_attr", *keys) if k in out and k not in own]
+    # pbt's and pb2's unit and interval are fixed defaults, not taken from the budget
+    from_budget = ("time_attr", *keys) if sched.type in ("asha", "median") else ()
+    out["derived"] = [k for k in from_budget if k in out and k not in own]
     return out
 
 

@@ -27,6 +27,7 @@ from tuner.spec import (
     GYM_ID_RE,
     POPULATION_SCHEDULERS,
     ExperimentSpec,
+    SchedulerSpec,
     SpecIssue,
     budget_in,
     check_code_refs,
@@ -374,12 +375,21 @@ _ON_POLICY = ("PPO", "APPO", "IMPALA")
 
 
 def scheduler_warnings(spec: ExperimentSpec, space: dict[str, Domain]) -> list[str]:
-    """Where the scheduler in force stops trials short of their budget: a time_attr with
-    no budget in its unit (the fixed fallbacks apply), an own max_t below the budget, or
-    a stop.training_iteration that ends on-policy trials before stop.timesteps_total."""
+    """Where the scheduler in force or a stop criterion stops trials short of their
+    budget: a time_attr with no budget in its unit (the fixed fallbacks apply), an own
+    max_t below the budget, or a stop.training_iteration that ends trials before
+    stop.timesteps_total (whatever the scheduler, fifo too)."""
     sched = resolved_scheduler(spec, space)
-    if sched.type not in ("asha", "median"):
-        return []
+    out = []
+    if sched.type in ("asha", "median"):
+        out += _fallback_warnings(spec, sched)
+    short = _iterations_cut_steps(spec, space)
+    if short:
+        out.append(short)
+    return out
+
+
+def _fallback_warnings(spec: ExperimentSpec, sched: SchedulerSpec) -> list[str]:
     out = []
     unit = sched.time_attr or ITERATION_KEY
     given = [key for key in _BUDGETS if budget_in(spec, key)]
@@ -402,40 +412,64 @@ def scheduler_warnings(spec: ExperimentSpec, space: dict[str, Domain]) -> list[s
             f"scheduler.max_t ({sched.max_t:g}) ends every trial short of its budget, "
             f"{field} ({budget:g} {words})"
         )
-    short = _iterations_cut_steps(spec, space)
-    if short:
-        out.append(short)
     return out
 
 
+def _smallest(spec: ExperimentSpec, space: dict[str, Domain], key: str, default: Any) -> Any:
+    """The smallest value a trial can run `key` with (the space's, else config's, else
+    `default`), and whether the space varies it; None where it is not a number."""
+    dom = space.get(key)
+    if dom is None:
+        value = spec.config.get(key, default)
+        return (value, False) if isinstance(value, int | float) else (None, False)
+    numbers = list(dom.args if dom.kind in ("choice", "grid") else dom.args[:1])
+    if not numbers or not all(isinstance(v, int | float) for v in numbers):
+        return None, True
+    return min(numbers), True
+
+
+def _steps_per_iteration(spec: ExperimentSpec, space: dict[str, Domain]) -> tuple[Any, bool, str]:
+    """The fewest env steps a trial's iteration samples, whether the space varies it and
+    the setting that sets it; (None, ...) where the iteration's size cannot be told (user
+    code, or an iteration that also runs for a minimum time)."""
+    if spec.custom_algorithm:
+        return None, False, ""
+    defaults = default_config(spec.base_algorithm)
+    if spec.base_algorithm in _ON_POLICY:
+        key = "train_batch_size_per_learner"
+        batch, varies = _smallest(spec, space, key, defaults.total_train_batch_size)
+        learners = max(1, int(spec.resources.num_learners or 1))
+        return (batch * learners if batch else None), varies, key
+    seconds, _ = _smallest(
+        spec, space, "min_time_s_per_iteration", defaults.min_time_s_per_iteration
+    )
+    if seconds:  # the iteration runs on for a while: its size depends on the speed
+        return None, False, ""
+    key = "min_sample_timesteps_per_iteration"
+    steps, varies = _smallest(spec, space, key, defaults.min_sample_timesteps_per_iteration)
+    return (steps or None), varies, key
+
+
 def _iterations_cut_steps(spec: ExperimentSpec, space: dict[str, Domain]) -> str | None:
-    """A warning where stop.training_iteration ends an on-policy trial (a fixed number of
-    env steps per iteration) before stop.timesteps_total; None where it cannot or need
-    not tell."""
+    """A warning where stop.training_iteration ends trials before stop.timesteps_total
+    (the iterations' known size: an on-policy rollout, or an off-policy iteration's
+    minimum of env steps); None where it cannot or need not tell."""
     stop = spec.stop
     if not (stop.training_iteration and stop.timesteps_total):
         return None
-    if spec.base_algorithm not in _ON_POLICY or spec.custom_algorithm:
+    per_iteration, varies, key = _steps_per_iteration(spec, space)
+    if not per_iteration:
         return None
-    key = "train_batch_size_per_learner"
-    dom = space.get(key)
-    if dom is not None:
-        numbers = [v for v in (dom.args if dom.kind in ("choice", "grid") else dom.args[:1])]
-        if not all(isinstance(v, int | float) for v in numbers):
-            return None
-        batch = min(numbers)
-    else:
-        batch = spec.config.get(key) or default_config(spec.base_algorithm).total_train_batch_size
-    learners = max(1, int(spec.resources.num_learners or 1))
-    reach = stop.training_iteration * batch * learners
+    reach = stop.training_iteration * per_iteration
     if reach >= stop.timesteps_total:
         return None
-    need = math.ceil(stop.timesteps_total / (batch * learners))
-    some = "some trials (the smallest rollout)" if dom is not None else "every trial"
+    need = math.ceil(stop.timesteps_total / per_iteration)
+    some = f"some trials (the smallest {key})" if varies else "every trial"
+    about = "" if spec.base_algorithm in _ON_POLICY else "about "
     return (
-        f"stop.training_iteration ({stop.training_iteration}) ends {some} at "
+        f"stop.training_iteration ({stop.training_iteration}) ends {some} at {about}"
         f"{reach:g} env steps, short of stop.timesteps_total ({stop.timesteps_total}): "
-        f"{key} {batch:g} needs {need} iterations"
+        f"at {per_iteration:g} env steps an iteration ({key}) it needs {need} iterations"
     )
 
 
