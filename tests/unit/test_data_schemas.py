@@ -162,12 +162,13 @@ def test_rllib_classes_yaml(tmp_path):
     refused(tmp_path, family, _code_refs._rules, "replay_buffer_config", "replay_bufers")
 
 
-# -- ray_internals.yaml (tuner/ray_internals.py PrivateNamesFile) ----------------------------
+# -- ray_internals.yaml (tuner/ray_internals/_names.py PrivateNamesFile) ---------------------
 
 
 def test_ray_internals_yaml(tmp_path):
-    data = shipped("ray_internals.yaml")
-    names = read_private_names(PACKAGE / "ray_internals.yaml")
+    data = shipped("ray_internals/ray_internals.yaml")
+    names = read_private_names(PACKAGE / "ray_internals" / "ray_internals.yaml")
+    assert read_private_names() == names  # the loader's default: the file shipped
     assert [n.model_dump() for n in names] == data
     # a list of entries: an unknown key in one, an unknown kind of use
     typo = with_key(data, (0,), "reason", "why, misspelt")

@@ -1,13 +1,16 @@
-"""Every private name of Ray that tuner uses is listed in tuner/ray_internals.py's
-PRIVATE_NAMES (read from tuner/ray_internals.yaml), and
-each still exists in the installed Ray with the shape we use: an upgrade that moves one
-fails here, by name, instead of somewhere in a sweep."""
+"""Every private name of Ray that tuner uses is listed in the adapter package's
+PRIVATE_NAMES (tuner/ray_internals/, read from its ray_internals.yaml), every one that a
+module of the package spells is listed there, and each still exists in the installed Ray
+with the shape we use: an upgrade that moves one fails here, by name, instead of
+somewhere in a sweep."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import inspect
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,9 @@ from tuner.ray_internals import (
     TRAINING_STEP_SOURCE,
     PrivateName,
 )
+
+# the adapter: every module of the package behind tuner.ray_internals
+ADAPTER = Path(ray_internals.__file__).parent
 
 # the parameters of each private method we override, as our hooks call them
 OVERRIDE_PARAMS = {
@@ -89,11 +95,9 @@ def test_each_private_name_we_use_is_still_there(use):
         pytest.fail(f"unknown kind {use.kind!r}")
 
 
-def test_every_private_name_the_adapter_spells_is_listed():
-    """The adapter's own code reaches for no private name its PRIVATE_NAMES lacks."""
-    import ast
-
-    tree = ast.parse(inspect.getsource(ray_internals))
+def private_names_spelled(tree: ast.Module) -> set[str]:
+    """The private names a module's code spells: attributes, keywords, identifier-like
+    strings and the functions it defines."""
     spelled = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     spelled |= {
         k.arg for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords if k.arg
@@ -104,8 +108,40 @@ def test_every_private_name_the_adapter_spells_is_listed():
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier()
     }
     spelled |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    private = {s for s in spelled if s.startswith("_") and s.strip("_") and not s.startswith("__")}
-    assert private <= {u.name for u in PRIVATE_NAMES}, private - {u.name for u in PRIVATE_NAMES}
+    return {s for s in spelled if s.startswith("_") and s.strip("_") and not s.startswith("__")}
+
+
+def test_every_private_name_the_adapter_spells_is_listed():
+    """The adapter's own code, every module of the package, reaches for no private name
+    its PRIVATE_NAMES lacks."""
+    modules = sorted(ADAPTER.rglob("*.py"))
+    assert {p.name for p in modules} >= {"__init__.py", "_learner.py", "_tune.py"}
+    listed = {u.name for u in PRIVATE_NAMES}
+    unlisted = {}
+    for path in modules:
+        private = private_names_spelled(ast.parse(path.read_text()))
+        if private - listed:
+            unlisted[path.relative_to(ADAPTER).as_posix()] = sorted(private - listed)
+    assert unlisted == {}
+    # the scan sees the names the modules reach for (else it passes on nothing)
+    seen = set().union(*(private_names_spelled(ast.parse(p.read_text())) for p in modules))
+    assert {"_weights_seq_no", "_get_new_config", "_system_config", "_model_config"} <= seen
+
+
+def test_the_spelled_names_scan_sees_each_kind_of_use():
+    source = """
+x = learner._params
+f(_no_metrics_reduce=True)
+KEY = "_model_config"
+class Hook:
+    def _create_iterator_if_necessary(self): ...
+"""
+    assert private_names_spelled(ast.parse(source)) == {
+        "_params",
+        "_no_metrics_reduce",
+        "_model_config",
+        "_create_iterator_if_necessary",
+    }
 
 
 def test_the_hooks_reach_rllibs_default_through_the_private_method():

@@ -36,7 +36,7 @@ NOT_A_STATUS = {
 # modules whose status words never change: a migration is history
 FROZEN = ("store/migrations/",)
 # modules whose strings may name statuses in prose (a list there drives nothing)
-PROSE = {"ray_internals.py": "why each private name of Ray is used, in words about Tune's"}
+PROSE = {"ray_internals/_tune.py": "why each private name of Tune is used, in its words"}
 
 
 def spelled(module: str, tree: ast.Module) -> list[str]:
