@@ -114,3 +114,15 @@ def test_a_mode_that_is_not_a_bool_is_refused_as_torch_refuses_it():
 
 def test_only_torch_modules_take_it():
     assert not lean_mode_switches(object())
+
+
+def test_a_submodule_added_later_or_left_empty_is_read_from_the_tree():
+    module = Counted()
+    lean_mode_switches(module)
+    module.register_module("empty", None)  # torch allows a None slot
+    module.eval()
+    module.extra = torch.nn.Sequential(torch.nn.Linear(3, 4))  # added in train mode
+    Counted.walks = 0
+    module.eval()  # the new submodule differs: torch's walk runs and switches it
+    assert Counted.walks == 1
+    assert not any(flags(module))

@@ -101,3 +101,58 @@ def test_a_specs_own_learner_class_and_the_switch_keep_rllibs(monkeypatch):
     assert own_config.learner_class is PPOTorchLearner
     monkeypatch.setenv("TUNER_LEAN_LOSS", "0")
     assert lean_config.learner_class is PPOTorchLearner
+
+
+def _leaves(results, prefix=()):
+    for key, value in results.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, (*prefix, key))
+        else:
+            yield (*prefix, key), value
+
+
+@pytest.mark.parametrize("use_kl_loss", [True, False])
+def test_a_whole_update_reports_what_rllibs_learner_reports(use_kl_loss):
+    """Three epochs of minibatches through RLlib's PPOTorchLearner and the lean one (its
+    minibatches' log calls kept and logged once, the off-policyness computed for the last
+    minibatch): every reported value the same (step counters, gradient norms,
+    off-policyness, losses, the KL coefficient), and the same weights."""
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+    from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME, WEIGHTS_SEQ_NO
+
+    lean_config, own_config = configs(use_kl_loss)
+    runs = {}
+    for name, config in (("lean", lean_config), ("own", own_config)):
+        # clipped by the global norm: each minibatch logs its gradients' norm (window=1)
+        config = config.copy(copy_frozen=False).training(grad_clip=0.5, grad_clip_by="global_norm")
+        torch.manual_seed(0)
+        learner = learner_of(config)
+        results = None
+        for update in range(2):  # the second update: counters and EMAs carry over
+            np.random.seed(7 + update)
+            data = batch(300)
+            data[WEIGHTS_SEQ_NO] = torch.full((300,), update, dtype=torch.int64)
+            results = learner.update(
+                batch=MultiAgentBatch({MODULE: SampleBatch(data)}, env_steps=300),
+                timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: 300 * (update + 1)},
+                num_epochs=3,
+                minibatch_size=64,
+                shuffle_batch_per_epoch=True,
+            )
+        reported = {
+            key: float(stat.peek())
+            for key, stat in _leaves(results)
+            if not any(word in str(key) for word in ("throughput", "timer", "time"))
+        }
+        state = {k: v.clone() for k, v in learner.module[MODULE].state_dict().items()}
+        runs[name] = (type(learner).__name__, reported, state)
+    (lean_name, lean_m, lean_w), (own_name, own_m, own_w) = runs["lean"], runs["own"]
+    assert (lean_name, own_name) == ("LeanPPOTorchLearner", "PPOTorchLearner")
+    assert lean_m.keys() == own_m.keys()
+    assert (MODULE, "diff_num_grad_updates_vs_sampler_policy") in own_m
+    assert (MODULE, "num_module_steps_trained") in own_m
+    assert (MODULE, "gradients_default_optimizer_global_norm") in own_m
+    for key, value in own_m.items():
+        assert lean_m[key] == pytest.approx(value, rel=1e-4, abs=1e-6, nan_ok=True), key
+    for key, value in own_w.items():  # the lean loss's masked means round differently
+        assert torch.allclose(lean_w[key], value, rtol=1e-4, atol=1e-6), key

@@ -34,6 +34,7 @@ OVERRIDE_PARAMS = {
     "_run_one_training_iteration": ["self"],
     "_update": ["self", "batch", "kwargs"],
     "_log_steps_trained_metrics": ["self", "batch"],
+    "_compute_off_policyness": ["self", "batch"],
     "_forward_exploration": ["self", "batch", "t"],
     "_create_iterator_if_necessary": [
         "self",

@@ -38,6 +38,7 @@ from tuner.ray_internals._env_runner import (
 from tuner.ray_internals._learner import (
     LEARNER_UPDATE_SOURCE,
     TARGET_UPDATE_SOURCE,
+    DeferredOffPolicyness,
     LeanMinibatchHook,
     fuse_adam,
     lean_cpu_steps,
@@ -74,6 +75,7 @@ __all__ = [
     "RL_MODULE_SPEC_KEY",
     "TARGET_UPDATE_SOURCE",
     "TRAINING_STEP_SOURCE",
+    "DeferredOffPolicyness",
     "IterationEndHook",
     "LeanMinibatchHook",
     "LocalReplayBufferHook",

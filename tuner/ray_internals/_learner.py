@@ -48,6 +48,37 @@ def single_batch_update(learner: Any, batch: Any, timesteps: dict[str, Any]) -> 
     learner.after_gradient_based_update(timesteps=timesteps)
 
 
+class DeferredOffPolicyness:
+    """Mixin for a torch Learner: while deferred, TorchLearner's per-minibatch
+    off-policyness (`_compute_off_policyness`, logged with window=1, so only the last
+    minibatch's is reported) keeps its batch, and `tuner_log_off_policyness` computes it
+    once, for the last minibatch: the same value (the weights' seq no is one per update,
+    the batch unchanged), not one small computation per minibatch."""
+
+    def tuner_defer_off_policyness(self, defer: bool) -> None:
+        """Defers (or no longer defers) the off-policyness of each minibatch.
+
+        Args:
+            defer: Whether to keep the batch instead of computing.
+        """
+        self.__dict__["tuner_deferring_off_policyness"] = defer
+        if not defer:
+            self.__dict__.pop("tuner_off_policy_batch", None)
+
+    def _compute_off_policyness(self, batch: Any) -> None:
+        if self.__dict__.get("tuner_deferring_off_policyness"):
+            self.__dict__["tuner_off_policy_batch"] = batch
+            return
+        super()._compute_off_policyness(batch)  # type: ignore[misc]
+
+    def tuner_log_off_policyness(self) -> None:
+        """Computes and logs the kept (last) minibatch's off-policyness, as RLlib would
+        have for it."""
+        batch = self.__dict__.pop("tuner_off_policy_batch", None)
+        if batch is not None:
+            super()._compute_off_policyness(batch)  # type: ignore[misc]
+
+
 class LeanMinibatchHook:
     """Mixin for a Learner: where RLlib would iterate a train batch with its
     MiniBatchCyclicIterator (minibatches, no sequences sliced in B), the Learner's

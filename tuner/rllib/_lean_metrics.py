@@ -23,8 +23,6 @@ The lean Learners are the defaults of torch DQN and SAC trials; a spec that name
 
 from __future__ import annotations
 
-import logging
-import math
 from typing import Any
 
 import torch
@@ -36,6 +34,7 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch
 
 from tuner.ray_internals import single_batch_update, update_then_reduce
 from tuner.rllib._lean_ppo import lean_loss_on
+from tuner.rllib._metrics_recorder import MetricsRecorder
 
 # True: an update of one tensor batch runs ray_internals.single_batch_update (RLlib's
 # Learner.update without its iterator and Prometheus metrics); False: RLlib's update.
@@ -43,166 +42,6 @@ SINGLE_BATCH_UPDATE = True
 ONE_BATCH_KWARGS = frozenset(
     {"batch", "training_data", "timesteps", "num_epochs", "minibatch_size", "_no_metrics_reduce"}
 )
-
-logger = logging.getLogger(__name__)
-
-
-def _merged(reduce: str | None, window: Any, other: dict[str, Any]) -> str | None:
-    """How a log call of a number merges with the key's previous ones until a reduce:
-    "mean" for a plain window=1 mean (a value per update, of which RLlib reports the
-    mean over the updates an iteration reduced: each reduce keeps the last, and the
-    algorithm's metrics average what the reduces returned), "sum" for a sum (a counter),
-    None where every call must be kept."""
-    if window == 1 and reduce in (None, "mean") and not any(other.values()):
-        return "mean"
-    if reduce in ("sum", "lifetime_sum") and window is None and not other.get("percentiles"):
-        return "sum"
-    return None
-
-
-# kinds of stat whose values, pushed one by one and reduced once, give what a reduce after
-# each push and the algorithm's aggregation give (no window: nothing dropped or decayed)
-_WHOLE = frozenset({"sum", "lifetime_sum", "item_series", "max", "min", "mean"})
-
-
-def _kept(value: Any) -> Any:
-    """A logged value as it is now (a parameter or view may change before the flush)."""
-    return value.detach().clone() if isinstance(value, torch.Tensor) else value
-
-
-class _Merged:
-    """One stat's values merged, NaN skipped as RLlib's mean and sum stats skip it (a
-    running sum and count, float64 for tensors), logged once: as the sum, or the mean."""
-
-    def __init__(self, how: str, value: Any, kwargs: dict[str, Any]) -> None:
-        self.how = how
-        self.kwargs = kwargs
-        self.total: Any = 0
-        self.count: Any = 0
-        self.add(value)
-
-    def add(self, value: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            number = value.detach().to(torch.float64)  # a copy: the value as it is now
-            if number.numel() != 1:  # one update's value: RLlib's reduce of the tensor
-                number = torch.nansum(number) if self.how == "sum" else torch.nanmean(number)
-            number = number.reshape(())
-            missing = torch.isnan(number)
-            self.total = self.total + torch.where(missing, 0.0, number)
-            self.count = self.count + (~missing).to(torch.float64)
-        elif not (isinstance(value, float) and math.isnan(value)):
-            self.total = self.total + value
-            self.count = self.count + 1
-
-    def value(self) -> Any:
-        if self.how == "sum":
-            value = self.total
-        else:  # the NaN-skipping mean; NaN where every value was NaN, as RLlib's
-            value = self.total / self.count if self.count else float("nan")
-        if isinstance(value, torch.Tensor):
-            return value.item()  # a number, as RLlib's reduce would report it
-        return value
-
-
-class MetricsRecorder:
-    """Stands in for a Learner's MetricsLogger while it updates: keeps the log calls
-    (each key's first-seen order) and passes every other use on to the real logger."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.drop: frozenset[str] = frozenset()  # stats nobody reads: not kept
-        self.unlike: set[tuple[Any, ...]] = set()  # kept stats RLlib would report otherwise
-        self._calls: dict[tuple[Any, ...], list[Any]] = {}
-
-    def log_value(
-        self,
-        key: str | tuple[Any, ...],
-        value: Any,
-        *,
-        reduce: str | None = None,
-        window: Any = None,
-        **other: Any,
-    ) -> None:
-        """Keeps one log call: a number logged as a window=1 mean or as a sum is added
-        into the key's running mean or sum (logged once), any other call is kept as is.
-
-        Args:
-            key: The stat's key (a string or a tuple path).
-            value: The logged value.
-            reduce: RLlib's reduce method.
-            window: RLlib's window.
-            **other: RLlib's other log arguments, passed through unchanged.
-        """
-        path = tuple(key) if isinstance(key, tuple | list) else (key,)
-        if path[-1] in self.drop:
-            return
-        kwargs = {"reduce": reduce, "window": window, **other}
-        kept = self._calls.setdefault(path, [])
-        numeric = isinstance(value, torch.Tensor | int | float) and not isinstance(value, bool)
-        how = _merged(reduce, window, other) if numeric else None
-        if how is None:
-            if window is not None or reduce not in _WHOLE or other.get("ema_coeff"):
-                # a windowed or EMA stat: reduced once after several updates it keeps or
-                # weighs other values than a reduce after each (none on RLlib 2.60's DQN
-                # or SAC update path: tests/integration/test_lean_metrics.py)
-                if path not in self.unlike:
-                    logger.warning(
-                        "%s (%s, window %s) reduced once per iteration", path, reduce, window
-                    )
-                self.unlike.add(path)
-            kept.append((_kept(value), kwargs))
-            return
-        last = kept[-1] if kept else None
-        if isinstance(last, _Merged) and last.how == how and last.kwargs == kwargs:
-            last.add(value)
-        else:
-            kept.append(_Merged(how, value, kwargs))
-
-    def log_dict(
-        self,
-        value_dict: dict[str, Any],
-        *,
-        key: str | tuple[Any, ...] | None = None,
-        reduce: str | None = "mean",
-        window: Any = None,
-        **other: Any,
-    ) -> None:
-        """Keeps a dict of stats as one log call per leaf, as MetricsLogger.log_dict
-        logs them (the leaf's path under `key`).
-
-        Args:
-            value_dict: The (possibly nested) stats.
-            key: Their common key prefix.
-            reduce: RLlib's reduce method.
-            window: RLlib's window.
-            **other: RLlib's other log arguments, passed through unchanged.
-        """
-        prefix = () if key is None else (tuple(key) if isinstance(key, tuple | list) else (key,))
-        for name, value in value_dict.items():
-            if isinstance(value, dict):
-                self.log_dict(value, key=(*prefix, name), reduce=reduce, window=window, **other)
-            else:
-                self.log_value((*prefix, name), value, reduce=reduce, window=window, **other)
-
-    def flush(self) -> int:
-        """Logs the kept calls into the real logger, each key in first-seen order.
-
-        Returns:
-            How many calls were logged.
-        """
-        calls, self._calls = self._calls, {}
-        logged = 0
-        for path, kept in calls.items():
-            for call in kept:
-                value, kwargs = (call.value(), call.kwargs) if isinstance(call, _Merged) else call
-                self.real.log_value(path, value, **kwargs)
-                logged += 1
-        return logged
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("real", "drop", "unlike", "_calls"):
-            raise AttributeError(name)
-        return getattr(self.real, name)
 
 
 class DeferredUpdateMetrics:

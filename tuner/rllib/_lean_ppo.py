@@ -7,6 +7,12 @@ them, though it keeps only the last minibatch's (window=1). Here the masked mean
 weighted sums, and the last minibatch's metrics are logged once, after the update, before
 PPO's KL-coefficient step reads them: the same reported values.
 
+The update's other per-minibatch log calls (eight step counters, the gradient norm, the
+batch's off-policyness: a tenth of a small update) go into a MetricsRecorder that keeps a
+window=1 stat's last value and a counter's sum, and logs them before the update's one
+reduce; the off-policyness, the same for every minibatch of an update, is computed once,
+for the last one. The same reported values (tests/unit/test_lean_ppo.py).
+
 TunerPPOConfig makes it the default Learner of a torch PPO trial. A spec that names its
 own `learner_class` keeps its own; `TUNER_LEAN_LOSS=0` keeps RLlib's (for comparisons).
 """
@@ -29,8 +35,9 @@ from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.torch_utils import explained_variance
 
-from tuner.ray_internals import LeanMinibatchHook
+from tuner.ray_internals import DeferredOffPolicyness, LeanMinibatchHook
 from tuner.rllib._lean_minibatches import lean_minibatches
+from tuner.rllib._metrics_recorder import MetricsRecorder
 
 LEAN_LOSS_SWITCH = "TUNER_LEAN_LOSS"
 
@@ -44,9 +51,30 @@ def lean_loss_on() -> bool:
     return os.environ.get(LEAN_LOSS_SWITCH, "1") != "0"
 
 
-class LeanPPOTorchLearner(LeanMinibatchHook, PPOTorchLearner):
+class LeanPPOTorchLearner(DeferredOffPolicyness, LeanMinibatchHook, PPOTorchLearner):
     """PPOTorchLearner with the same loss and gradients, its metrics logged once per
     update, its minibatches cut as RLlib cuts them without SampleBatch slicing."""
+
+    def update(self, *args: Any, **kwargs: Any) -> Any:
+        """RLlib's update, its minibatches' log calls kept and logged before its reduce.
+
+        Args:
+            *args: RLlib's update arguments.
+            **kwargs: RLlib's update keyword arguments.
+
+        Returns:
+            RLlib's reduced results (None where the caller asked for no reduce).
+        """
+        real = self.metrics
+        self._tuner_recorder = MetricsRecorder(real, window_one="last")
+        self.metrics = self._tuner_recorder
+        self.tuner_defer_off_policyness(True)
+        try:
+            return super().update(*args, **kwargs)
+        finally:  # where the update failed before its end logged what it kept
+            self.tuner_defer_off_policyness(False)
+            self.metrics = real
+            self._tuner_recorder = None
 
     def tuner_minibatches(self, batch: Any, **settings: Any) -> Any:
         """The lean minibatch iterator over a train batch, or None for RLlib's.
@@ -143,6 +171,11 @@ class LeanPPOTorchLearner(LeanMinibatchHook, PPOTorchLearner):
         Args:
             timesteps: The update's timesteps, as RLlib passes them.
         """
+        recorder = self.__dict__.get("_tuner_recorder")
+        if recorder is not None:  # the minibatches' calls, then the real logger again
+            self.tuner_log_off_policyness()
+            self.metrics = recorder.real
+            recorder.flush()
         for module_id, kept in self._tuner_last_metrics.items():
             self.metrics.log_dict(_reported(kept), key=module_id, window=1)
         self._tuner_last_metrics = {}

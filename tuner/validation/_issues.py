@@ -359,11 +359,8 @@ def _no_user_code(path: str) -> str:
     )
 
 
-# -- what makes a scheduler stop trials short of their budget: warnings, never errors.
-# A scheduler counts progress in its `time_attr`; the budget-aware defaults
-# (tuner/spec/scheduler_defaults.yaml) apply only where the stop criteria give a budget
-# in that unit. Each warning names the setting and what it does to the trials.
-
+# -- what stops trials short of their budget: warnings, never errors. A scheduler counts in
+# its `time_attr`; the budget-aware defaults apply where a budget is given in that unit.
 # A budget's stop criterion and its unit as a person reads it, by the result key.
 _BUDGETS = {
     STEP_KEY: ("stop.timesteps_total", "env steps"),
