@@ -50,8 +50,14 @@ def _fields(episode) -> dict:
 
 @pytest.mark.parametrize(
     ("config", "env", "envs"),
-    [(DQNConfig, "CartPole-v1", 4), (SACConfig, "Pendulum-v1", 1), (PPOConfig, "CartPole-v1", 3)],
-    ids=["DQN-4-envs", "SAC-1-env", "PPO-3-envs"],
+    [
+        (DQNConfig, "CartPole-v1", 4),
+        (SACConfig, "Pendulum-v1", 1),
+        (SACConfig, "Pendulum-v1", 3),  # Box actions unsquashed for several envs at once
+        (PPOConfig, "CartPole-v1", 3),
+        (PPOConfig, "Pendulum-v1", 3),
+    ],
+    ids=["DQN-4-envs", "SAC-1-env", "SAC-3-envs", "PPO-3-envs", "PPO-Box-3-envs"],
 )
 def test_the_lean_pipelines_fill_the_same_episodes_as_rllibs(monkeypatch, config, env, envs):
     """DQN's exploration pass is the lean one on the lean runner (its draws the same)."""

@@ -24,6 +24,7 @@ import os
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from ray.rllib.connectors.env_to_module import EnvToModulePipeline
 from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
 from ray.rllib.core.columns import Columns
@@ -217,13 +218,21 @@ class LeanModuleToEnv(ModuleToEnvPipeline):
         batch = convert_to_numpy(batch)
         out: dict[str, Any] = {}
         for column, data in batch.items():
-            rows = unbatch(data)
-            out[column] = batch_fn(rows) if column in ACTION_COLUMNS else rows
+            if isinstance(data, np.ndarray):  # unbatch's rows (views), batch's copy
+                out[column] = data.copy() if column in ACTION_COLUMNS else list(data)
+            else:
+                rows = unbatch(data)
+                out[column] = batch_fn(rows) if column in ACTION_COLUMNS else rows
         if normalize.normalize_actions or normalize.clip_actions:
             space = get_base_struct_from_space(normalize.action_space)
             act = unsquash_action if normalize.normalize_actions else clip_action
-            rows = unbatch(out[Columns.ACTIONS])
-            out[Columns.ACTIONS_FOR_ENV] = batch_fn([act(row, space) for row in rows])
+            actions = out[Columns.ACTIONS]
+            if isinstance(actions, np.ndarray) and isinstance(space, gym.Space):
+                # elementwise on the batch (the bounds broadcast): each row as per row
+                out[Columns.ACTIONS_FOR_ENV] = np.array(act(actions, space), copy=True)
+            else:
+                rows = unbatch(actions)
+                out[Columns.ACTIONS_FOR_ENV] = batch_fn([act(row, space) for row in rows])
         return out
 
 
