@@ -288,6 +288,18 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         assert "max_t 3,000" in shown, shown
         assert "rungs at 3,000" in shown, shown
 
+        # fifo with an iteration limit that ends every trial before its env steps: the
+        # plan warns, naming both stop criteria, whatever the scheduler
+        cut_short = TINY_YAML.format(name="cut-short").replace(
+            "stop: {training_iteration: 1}", "stop: {training_iteration: 1, timesteps_total: 3000}"
+        )
+        preview_until(page, cut_short, "#plan-warnings", "stop.training_iteration (1)")
+        shown = page.locator("#plan-warnings").inner_text()
+        assert "ends every trial at 128 env steps" in shown, shown
+        assert "short of stop.timesteps_total (3000)" in shown, shown
+        assert page.locator("#plan-scheduler").inner_text().startswith("fifo")
+        page.screenshot(path=str(ARTIFACTS / "new-sweep-cut-short.png"), full_page=True)
+
         # an optuna search of 16 trials: the sampler in force and its random start
         optuna_16 = TINY_YAML.format(name="optuna-16").replace(
             "method: grid\n  num_samples: 2\n  space: {lr: {grid: [0.0001, 0.001]}}",
