@@ -36,6 +36,7 @@ from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.torch_utils import explained_variance
 
 from tuner.ray_internals import DeferredOffPolicyness, LeanMinibatchHook
+from tuner.rllib import _lean_categorical as categorical
 from tuner.rllib._lean_minibatches import lean_minibatches
 from tuner.rllib._metrics_recorder import MetricsRecorder
 
@@ -119,18 +120,12 @@ class LeanPPOTorchLearner(DeferredOffPolicyness, LeanMinibatchHook, PPOTorchLear
         else:
             masked_mean = torch.mean
 
-        curr_dist = module.get_train_action_dist_cls().from_logits(
-            fwd_out[Columns.ACTION_DIST_INPUTS]
-        )
-        logp_ratio = torch.exp(curr_dist.logp(batch[Columns.ACTIONS]) - batch[Columns.ACTION_LOGP])
+        logp, kl, entropy = _policy_terms(module, fwd_out, batch, use_kl=config.use_kl_loss)
+        logp_ratio = torch.exp(logp - batch[Columns.ACTION_LOGP])
         if config.use_kl_loss:
-            prev_dist = module.get_exploration_action_dist_cls().from_logits(
-                batch[Columns.ACTION_DIST_INPUTS]
-            )
-            mean_kl = masked_mean(prev_dist.kl(curr_dist))
+            mean_kl = masked_mean(kl)
         else:
             mean_kl = torch.zeros((), device=logp_ratio.device)
-        entropy = curr_dist.entropy()
         advantages = batch[Postprocessing.ADVANTAGES]
         surrogate = torch.min(
             advantages * logp_ratio,
@@ -180,6 +175,37 @@ class LeanPPOTorchLearner(DeferredOffPolicyness, LeanMinibatchHook, PPOTorchLear
             self.metrics.log_dict(_reported(kept), key=module_id, window=1)
         self._tuner_last_metrics = {}
         super().after_gradient_based_update(timesteps=timesteps)
+
+
+def _policy_terms(
+    module: Any, fwd_out: dict[str, Any], batch: dict[str, Any], *, use_kl: bool
+) -> tuple[torch.Tensor, Any, torch.Tensor]:
+    """The actions' log-probabilities, the KL from the sampling policy (None without the
+    KL term) and the entropy: from RLlib's distribution objects, or, for RLlib's own
+    Categorical, from the same torch operations without them (_lean_categorical)."""
+    inputs = fwd_out[Columns.ACTION_DIST_INPUTS]
+    train_cls = module.get_train_action_dist_cls()
+    lean = categorical.is_categorical(train_cls) and (
+        not use_kl or categorical.is_categorical(module.get_exploration_action_dist_cls())
+    )
+    if not lean:
+        curr_dist = train_cls.from_logits(inputs)
+        logp = curr_dist.logp(batch[Columns.ACTIONS])
+        kl = None
+        if use_kl:
+            prev_dist = module.get_exploration_action_dist_cls().from_logits(
+                batch[Columns.ACTION_DIST_INPUTS]
+            )
+            kl = prev_dist.kl(curr_dist)
+        return logp, kl, curr_dist.entropy()
+    # in the order torch's objects compute them, the probabilities shared as they cache
+    curr = categorical.normalized(inputs)
+    logp = categorical.logp(curr, batch[Columns.ACTIONS])
+    kl = curr_probs = None
+    if use_kl:
+        prev = categorical.normalized(batch[Columns.ACTION_DIST_INPUTS])
+        kl, curr_probs = categorical.kl(prev, curr)
+    return logp, kl, categorical.entropy(curr, curr_probs)
 
 
 def _reported(kept: dict[str, Any]) -> dict[str, torch.Tensor]:

@@ -45,6 +45,7 @@ from ray.rllib.utils.spaces.space_utils import (
 )
 
 from tuner.ray_internals import env_runner_pipelines
+from tuner.rllib import _lean_categorical as categorical
 from tuner.rllib._lean_exploration import install_lean_exploration
 from tuner.rllib._lean_modes import lean_mode_switches
 
@@ -208,13 +209,14 @@ class LeanModuleToEnv(ModuleToEnvPipeline):
             column a list of one row per env.
         """
         get_actions, normalize = self.connectors[0], self.connectors[4]
-        batch = get_actions(
-            rl_module=rl_module,
-            batch=batch,
-            episodes=episodes,
-            explore=explore,
-            shared_data=shared_data,
-        )
+        if not _lean_categorical_actions(rl_module, batch, explore):
+            batch = get_actions(
+                rl_module=rl_module,
+                batch=batch,
+                episodes=episodes,
+                explore=explore,
+                shared_data=shared_data,
+            )
         batch = convert_to_numpy(batch)
         out: dict[str, Any] = {}
         for column, data in batch.items():
@@ -234,6 +236,22 @@ class LeanModuleToEnv(ModuleToEnvPipeline):
                 rows = unbatch(actions)
                 out[Columns.ACTIONS_FOR_ENV] = batch_fn([act(row, space) for row in rows])
         return out
+
+
+def _lean_categorical_actions(rl_module: Any, batch: dict[str, Any], explore: Any) -> bool:
+    """RLlib's GetActions piece for an exploring module over RLlib's own Categorical:
+    the same draw and log-probability, without the distribution object; False (and
+    nothing done) where GetActions must run."""
+    if not explore or Columns.ACTIONS in batch or Columns.ACTION_DIST_INPUTS not in batch:
+        return False
+    if not categorical.is_categorical(rl_module.get_exploration_action_dist_cls()):
+        return False
+    norm = categorical.normalized(batch[Columns.ACTION_DIST_INPUTS])
+    actions = categorical.sample(norm)
+    batch[Columns.ACTIONS] = actions
+    if Columns.ACTION_LOGP not in batch:
+        batch[Columns.ACTION_LOGP] = categorical.logp(norm, actions)
+    return True
 
 
 def install(runner: Any) -> str:
