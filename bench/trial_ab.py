@@ -53,7 +53,8 @@ spec = parse_spec({{
     "model": case["model"], "search": {{"method": "random", "num_samples": 1, "space": {{}}}},
     "stop": {{"timesteps_total": 10**7}}, "resources": {{"num_env_runners": 0}}, "seed": 0,
 }})
-ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+# a Ray of its own: a plain ray.init() joins any local cluster another process left running
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
 algo = build_config(spec).build_algo()
 start = algo.train()["num_env_steps_sampled_lifetime"]
 began = time.perf_counter()
