@@ -80,7 +80,28 @@ def test_optuna_sweep(ray_local, tmp_path):
         assert 1e-5 <= t.config["lr"] <= 1e-3
         assert 0.9 <= t.config["gamma"] <= 0.99
         assert t.status == "TERMINATED"
-    assert len({t.seed for t in summary.trials}) == 3  # each trial its own seed
+    # each trial its own seed: the spec's seed plus its place in the searcher's order,
+    # not a number from Tune's random trial id
+    assert sorted(t.seed for t in summary.trials) == [0, 1, 2]
+
+
+def test_an_optuna_sweep_run_again_trains_the_same_trials(ray_local, tmp_path):
+    """The same spec and seed: the same configs, seeds and returns on a second run."""
+    spec = tiny_spec(
+        search={
+            "method": "optuna",
+            "num_samples": 3,
+            "space": {"lr": {"loguniform": [1e-5, 1e-3]}},
+        },
+        seed=7,
+        max_concurrent_trials=1,
+    )
+    runs = []
+    for name in ("first", "second"):
+        summary = run(spec, tmp_path / name)
+        runs.append(sorted((t.config["lr"], t.seed, t.metric) for t in summary.trials))
+    assert runs[0] == runs[1]
+    assert sorted(seed for _, seed, _ in runs[0]) == [7, 8, 9]
 
 
 def test_asha_stops_poor_trials_early(ray_local, tmp_path):

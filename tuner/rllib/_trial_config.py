@@ -46,6 +46,10 @@ FLAT_DEFAULTS_KEY = "_tuner_flat_defaults"
 # (vector_defaults_apply): the most envs; the trial takes fewer where its train batch is
 # small (vector_envs), so each env samples at least MIN_STEPS_PER_ENV steps of a batch.
 VECTOR_ENVS_KEY = "_tuner_vector_envs"
+# A searcher's trial (optuna) has a random id with no index: the searcher sets its 0-based
+# index here, in the order it suggests trials, so the spec's seed gives the same trial
+# seeds on every run (what a Tune-named trial's id ending gives: 'a1b2c_00003' -> 3).
+INDEX_KEY = "_tuner_index"
 CHECKPOINT_META = "tuner.json"  # env and algorithm of a checkpoint, for `tuner evaluate`
 # Set with evaluation.at_end: the budget ({"env_steps": stop.timesteps_total, "iterations":
 # stop.training_iteration}, either may be None) at whose end the trial evaluates its
@@ -135,7 +139,7 @@ def seed_of(trial_config: dict[str, Any], trial_id: str, base_seed: int) -> int:
     confirm = trial_config.get(CONFIRM_KEY)
     if isinstance(confirm, dict):
         return int(confirm["seed"])
-    return trial_seed(base_seed, trial_index(trial_id))
+    return trial_seed(base_seed, search_index(trial_config, trial_id))
 
 
 def stage_of(trial_config: dict[str, Any]) -> str:
@@ -163,13 +167,31 @@ def trial_seed(base_seed: int, trial_index: int) -> int:
     return (base_seed + trial_index) % (2**31)
 
 
+def search_index(trial_config: dict[str, Any], trial_id: str) -> int:
+    """A search trial's index for its seed: the one its searcher set (INDEX_KEY), else
+    the one its id carries (`trial_index`).
+
+    Args:
+        trial_config: The trial's config dict.
+        trial_id: Tune's trial id.
+
+    Returns:
+        The index.
+    """
+    index = trial_config.get(INDEX_KEY)
+    if isinstance(index, int) and not isinstance(index, bool):
+        return index
+    return trial_index(trial_id)
+
+
 def trial_index(trial_id: str) -> int:
-    """A trial's index for its seed.
+    """A trial's index for its seed, from its id.
 
     Tune's own variant generator ends a trial id in its 0-based creation index
-    ('a1b2c_00003' -> 3). Searchers (optuna) give a random hex id with no index: those
-    get a stable number from the id, far above any grid index, so every trial of a sweep
-    still runs with its own seed.
+    ('a1b2c_00003' -> 3). A searcher's trial (optuna) has a random hex id with no index:
+    its searcher sets one (INDEX_KEY, `search_index`); an id without either (a sweep
+    started before INDEX_KEY) gets a number from the id, far above any grid index, so
+    every trial of a sweep still runs with its own seed.
 
     Args:
         trial_id: Tune's trial id.
@@ -194,8 +216,10 @@ def seeded_config(config: Any) -> Any:
         config["seed"] = int(confirm["seed"])
     elif isinstance(config, dict) and config.get(TRIAL_INFO) is not None:
         config = dict(config)
-        index = trial_index(config[TRIAL_INFO].trial_id)
+        index = search_index(config, config[TRIAL_INFO].trial_id)
         config["seed"] = trial_seed(int(config.get("seed") or 0), index)
+    if isinstance(config, dict) and INDEX_KEY in config:  # not an RLlib setting
+        config = {k: v for k, v in config.items() if k != INDEX_KEY}
     return config
 
 

@@ -199,8 +199,9 @@ class ExperimentSpec(_Model):
         0,
         ge=0,
         lt=2**31,
-        description="Base seed; trial i gets seed + i (an optuna trial, whose id has no index: "
-        "seed + a number derived from its id); recorded with the trial.",
+        description="Base seed; trial i gets seed + i (an optuna trial: i is its place in the "
+        "order the searcher suggests trials), so the same spec trains the same seeds on "
+        "every run; recorded with the trial.",
     )
 
     @field_validator("name")

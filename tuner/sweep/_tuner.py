@@ -22,6 +22,7 @@ from tuner.rllib import (
     FINAL_EVAL_KEY,
     FLAT_DEFAULTS_KEY,
     HOLD_RATIO_KEY,
+    INDEX_KEY,
     VECTOR_ENVS_KEY,
     apply_values,
     build_config,
@@ -165,6 +166,26 @@ class TunerOptunaSearch(OptunaSearch):
         # where trials are ranked by a final evaluation: what a trial's end is told
         budget = ranking is not None and (ranking.budget_steps or ranking.budget_iterations)
         self.tuner_ranking = ranking if budget and ranking.final_key else None
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        """Tune's, with the trial's 0-based index in the order of suggestion (INDEX_KEY):
+        its seed is the spec's seed plus that index, the same on every run of the spec
+        (a searcher's trial id is random).
+
+        Args:
+            trial_id: Tune's trial id.
+
+        Returns:
+            The trial's values and index, or what Tune's returns instead of values.
+        """
+        config = super().suggest(trial_id)
+        if not isinstance(config, dict):
+            return config
+        # a searcher pickled before the index was kept has none yet
+        indices = self.__dict__.setdefault("tuner_indices", {})
+        if trial_id not in indices:
+            indices[trial_id] = len(indices)
+        return {**config, INDEX_KEY: indices[trial_id]}
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         # a multi-objective study takes no intermediate values (Tune's returns on them)
