@@ -1,4 +1,4 @@
-"""Sampler ablation: which Optuna sampler and random start a 16-trial sweep should default to.
+"""Sampler ablation: which Optuna sampler, random start and race a 16-trial sweep should default to.
 
 Each arm is the spec a user writes for a task of `quality.py` (the default space,
 optuna, fifo, every trial ranked by its final deterministic evaluation), differing only
@@ -11,6 +11,8 @@ in `search.sampler`:
     told-train  optuna-own, its study told each trial's last training return (as Tune's
                 OptunaSearch tells it) instead of its final deterministic score
                 (TUNER_OPTUNA_TOLD=train): what the default learned from before
+    race2       optuna-own, each config raced over up to 2 seeds (search.race)
+    race3       optuna-own, each config raced over up to 3 seeds
 
 Every arm runs the same search seeds (0, 1, ..); each search's best config is then run
 on `--seeds` fresh seeds (the spec's confirmation, disjoint from the search's), each
@@ -45,6 +47,13 @@ ARMS: dict[str, dict[str, Any] | None] = {
     "gp": {"type": "gp"},
     "random": None,
     "told-train": {"type": "tpe", "n_startup_trials": 10},
+    "race2": {"type": "tpe", "n_startup_trials": 10},
+    "race3": {"type": "tpe", "n_startup_trials": 10},
+}
+# arms that differ from their sampler's arm in the spec's `search` besides the sampler
+ARM_SEARCH: dict[str, dict[str, Any]] = {
+    "race2": {"race": {"seeds": 2}},
+    "race3": {"race": {"seeds": 3}},
 }
 # arms that differ from their sampler's arm in the environment of `tuner run` only
 ARM_ENV: dict[str, dict[str, str]] = {"told-train": {"TUNER_OPTUNA_TOLD": "train"}}
@@ -63,6 +72,7 @@ def arm_spec(
         if sampler.pop("quarter", False):
             sampler["n_startup_trials"] = max(1, math.ceil(trials / 4))
         spec["search"]["sampler"] = sampler
+    spec["search"].update(ARM_SEARCH.get(arm, {}))
     spec["confirm"] = {"top_k": 1, "seeds": seeds}
     return spec
 

@@ -82,6 +82,48 @@ def test_trial_table_updates_without_reload(server, browser):
         assert not errors, errors
 
 
+def test_a_raced_sweeps_answer_shows_its_seeds_and_their_mean(server, browser):
+    """search.race: the answer box says the best config's score is its mean over the
+    seeds it ran, and lists them with their scores, as `best.race` has them."""
+    spec = tiny("raced", iterations=1)
+    spec["search"] = {
+        "method": "optuna",
+        "num_samples": 3,
+        "space": {"lr": {"loguniform": [1e-4, 1e-3]}},
+        "race": {"seeds": 2},
+    }
+    spec["max_concurrent_trials"] = 1
+    spec["seed"] = 2
+    with server.client() as c:
+        exp_id = c.post("/experiments", json=spec).json()["id"]
+        view = wait_for(c, exp_id, lambda v: v["status"] == "SUCCEEDED", timeout=240)
+        race = view["best"]["race"]
+        assert sorted(race["seeds"]) == [2, 3]  # the first config always runs both
+        # its score is its seeds' mean, as the store's curves score them
+        assert view["best"]["metric_value"] == pytest.approx(race["mean"])
+        assert race["mean"] == pytest.approx(sum(race["scores"]) / 2)
+        page, errors = _sweeps_page(server, browser, exp_id)
+        page.click(f'#experiments-table tr[data-id="{exp_id}"]')
+        page.wait_for_selector("#best-race:not([hidden])", timeout=60_000)
+        shown = page.locator("#best-race").inner_text()
+        assert shown.startswith("mean "), shown
+        assert f"over seeds {', '.join(str(x) for x in race['seeds'])}" in shown, shown
+        assert "(mean over 2 seeds, " in page.locator("#best-metric").inner_text()
+        assert page.locator("#best-title").inner_text() == "Best config (raced)"
+        # the trials table tells a config's seeds apart
+        page.wait_for_function(
+            "() => document.querySelectorAll('#trials-table tbody td.col-seed').length === 3",
+            timeout=60_000,
+        )
+        seeds = page.locator("#trials-table tbody td.col-seed").all_inner_texts()
+        assert sorted(seeds) == sorted(
+            str(t["seed"]) for t in c.get(f"/experiments/{exp_id}/trials").json()["items"]
+        )
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "sweep-raced.png"), full_page=True)
+        assert not errors, errors
+
+
 def test_a_sweep_stopped_while_its_page_is_open_shows_every_trial_paused(server, browser):
     """The page fetches a terminal sweep's trials one last time: that fetch must not get
     the trials from before the stop (the server's view cache drops them when the sweep's
@@ -307,6 +349,13 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         )
         preview_until(page, optuna_16, "#plan-sampler", "tpe")
         assert page.locator("#plan-sampler").inner_text() == "tpe, the first 10 trials at random"
+        # raced over seeds: the seeds every config may run on, and the rule
+        raced = optuna_16.replace("num_samples: 16", "num_samples: 16\n  race: {seeds: 3}")
+        raced += "seed: 4\n"
+        preview_until(page, raced, "#plan-race", "each config")
+        shown = page.locator("#plan-race").inner_text()
+        assert shown.startswith("each config on up to seeds 4, 5, 6;"), shown
+        assert "best fully raced config's mean" in shown, shown
 
         page.fill("#spec-text", TINY_YAML.format(name="from-the-form"))
         page.click("#preview-button")
@@ -323,6 +372,7 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         assert page.locator("#plan-warm").inner_text() == "none"
         assert page.locator("#plan-scheduler").inner_text().startswith("fifo")
         assert page.locator("#plan-sampler").inner_text() == "none (grid or random search)"
+        assert page.locator("#plan-race").inner_text() == "none (one seed a config)"
         page.screenshot(path=str(ARTIFACTS / "new-sweep-preview.png"), full_page=True)
         page.click("#submit-button")
         page.wait_for_selector("#experiment-view:not([hidden])", timeout=120_000)

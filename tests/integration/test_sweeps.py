@@ -104,6 +104,44 @@ def test_an_optuna_sweep_run_again_trains_the_same_trials(ray_local, tmp_path):
     assert sorted(seed for _, seed, _ in runs[0]) == [7, 8, 9]
 
 
+def test_a_raced_search_runs_configs_on_shared_seeds_and_confirms_the_races_best(
+    ray_local, tmp_path
+):
+    """search.race through real Tune and Optuna: a config's seeds are seed, seed+1 (the
+    same for every config), the first config always runs its second seed (nothing to
+    trail yet), the answer's search score is its config's mean over its seeds, and the
+    confirmation re-runs the race's best on seeds no search trial used."""
+    spec = tiny_spec(
+        search={
+            "method": "optuna",
+            "num_samples": 5,
+            "space": {"lr": {"loguniform": [1e-5, 1e-3]}},
+            "race": {"seeds": 2},
+        },
+        seed=3,
+        max_concurrent_trials=1,
+        confirm={"top_k": 1, "seeds": 2},
+    )
+    summary = run(spec, tmp_path)
+    search = [t for t in summary.trials if t.stage == "search"]
+    assert len(search) == 5
+    by_config: dict[float, list[int]] = {}
+    for t in search:
+        by_config.setdefault(t.config["lr"], []).append(t.seed)
+    assert all(sorted(seeds) in ([3], [3, 4]) for seeds in by_config.values()), by_config
+    assert [3, 4] in [sorted(s) for s in by_config.values()]
+    best = summary.best
+    assert best.source == "confirm"
+    assert best.race is not None
+    assert best.race.config == best.config
+    assert sorted(best.race.seeds) == [3, 4]
+    scores = [x for x in best.race.scores if x is not None]
+    assert best.metric_value == pytest.approx(sum(scores) / len(scores))
+    (confirmed,) = summary.confirmation
+    assert confirmed.config == best.config
+    assert not set(confirmed.seeds) & {3, 4}
+
+
 def test_asha_stops_poor_trials_early(ray_local, tmp_path):
     # Ranked by the learning rate itself, so the order (and ASHA's cuts) is deterministic:
     # trials run one at a time, each later one is worse than the median of its rung.

@@ -35,6 +35,7 @@ LAYERS = [
         "tuner.mlflow_names",
         "tuner.tune_paths",
         "tuner.results",
+        "tuner.seed_stats",
         "tuner.statuses",
         "tuner.search_spaces",
         "tuner.algorithms",

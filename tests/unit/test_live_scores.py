@@ -133,6 +133,43 @@ def test_an_at_end_evaluation_metric_is_the_best_so_far_as_soon_as_trials_end(sw
     assert store.get_experiment(exp_id).status == "QUEUED"  # written live, not at the end
 
 
+def test_a_raced_searchs_best_so_far_is_its_configs_mean_not_a_lucky_seed(sweep):
+    """search.race: while the sweep runs, "Best so far" ranks configs as the driver's
+    summary does: a config's mean over its seeds, not one seed's luck."""
+    store, url, _, exp_id = sweep
+    spec = parse_spec(
+        {
+            **SPEC,
+            "search": {**SPEC["search"], "method": "random", "race": {"seeds": 2}},
+            "metric": EVAL,
+            "scope": "last",
+            "evaluation": {"at_end": True, "duration": 2},
+            "seed": 7,
+        }
+    )
+    rec = recorder(url, exp_id, spec)
+    # config lr=0.001: seeds 7 and 8 score 500 and 100; lr=0.01: 350 and 330
+    runs = [(0, 0.001, 0, 500.0), (1, 0.001, 1, 100.0), (2, 0.01, 0, 350.0), (3, 0.01, 1, 330.0)]
+    for i, lr, index, final in runs:
+        t = SimpleNamespace(
+            trial_id=f"t_{i:05d}", config={"lr": lr, "_tuner_index": index}, error_file=None
+        )
+        rec.on_trial_start(0, [], t)
+        ev = {"evaluation": {"env_runners": {"episode_return_mean": final}}}
+        rec.on_trial_result(0, [], t, result(16, 5.0, **ev))
+        rec.on_trial_complete(0, [], t)
+        best = store.get_experiment(exp_id).best
+        if i == 0:
+            assert best["metric_value"] == 500.0  # one seed so far
+        if i == 1:
+            assert best["race"]["seeds"] == [7, 8]
+            assert best["metric_value"] == pytest.approx(300.0)
+    assert best["config"] == {"lr": 0.01}  # 340 over two seeds beats 300
+    assert best["metric_value"] == pytest.approx(340.0)
+    assert best["race"]["scores"] == [350.0, 330.0]
+    assert best["trial_id"] == "t_00003"  # the worse of the two middle seeds
+
+
 def test_objective_values_are_live_for_the_pareto_chart(sweep):
     store, url, _, exp_id = sweep
     objectives = [{"metric": METRIC, "mode": "max"}, {"metric": "time_total_s", "mode": "min"}]

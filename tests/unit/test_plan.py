@@ -248,3 +248,21 @@ def test_run_refuses_a_spec_that_cannot_fit_the_local_ray(tmp_path, monkeypatch)
     assert started == []  # no Ray started
     assert not (data / "ray_results").exists()
     assert not (data / "mlflow.db").exists()
+
+
+def test_the_plan_shows_a_race_its_seeds_and_rule_and_fifo_says_it_stops_nothing(tmp_path):
+    raced = {"method": "optuna", "num_samples": 16, "race": {"seeds": 3}}
+    out = plan_spec(spec(search=raced, seed=4), [{"CPU": 2.0}])
+    assert out.race is not None
+    assert out.race["seeds"] == [4, 5, 6]
+    assert "best fully raced config's mean" in out.race["rule"]
+    assert plan_spec(spec(), [{"CPU": 2.0}]).race is None
+    path = tmp_path / "raced.json"
+    body = {"name": "plan", "algorithm": "PPO", "env": "CartPole-v1", "search": raced, "seed": 4}
+    path.write_text(json.dumps(body))
+    printed = CliRunner().invoke(cli, ["plan", str(path), "--no-fit"])
+    assert printed.exit_code == 0, printed.output
+    assert "race: each config on up to seeds 4, 5, 6; a config runs its next seed" in (
+        printed.output
+    )
+    assert "scheduler: fifo (no early stopping)" in printed.output

@@ -8,9 +8,10 @@ import statistics
 import pytest
 
 from tuner.results import scope_value
+from tuner.seed_stats import iqm
 from tuner.spec import SpecError, parse_spec
 from tuner.sweep import stats
-from tuner.sweep._confirm import confirm_seeds, iqm, pick_candidates
+from tuner.sweep._confirm import confirm_seeds, pick_candidates
 from tuner.views import SweepSummary, TrialView
 
 HISTORY = [1.0, 9.0, 2.0, 3.0, 4.0, 5.0, 6.0]

@@ -20,6 +20,7 @@ def answer_lines(best: dict[str, Any] | None, metric: str, extra: str = "") -> l
     if not best:
         return [f"no trial reported {metric}: no best config"]
     lines = []
+    race = best.get("race") or {}
     confirmed = best.get("confirmed") or {}
     if best.get("source") == STAGE_CONFIRM and confirmed.get("mean") is not None:
         ci = confirmed.get("ci95") or [None, None]
@@ -32,9 +33,17 @@ def answer_lines(best: dict[str, Any] | None, metric: str, extra: str = "") -> l
         )
     else:
         lines.append(
-            f"best trial {best['trial_id']}: score {_num(best['metric_value'])} "
+            ("best config, median seed: trial " if race else "best trial ")
+            + f"{best['trial_id']}: "
+            f"score {_num(best['metric_value'])}{' (mean over its seeds)' if race else ''} "
             f"({best.get('scope')} of {metric}){extra} (seed {best.get('seed')}); not "
             "confirmed on fresh seeds (the spec's `confirm` re-runs the top configs)"
+        )
+    if race.get("mean") is not None:
+        scores = ", ".join(_num(x) for x in race.get("scores") or [])
+        lines.append(
+            f"raced in the search: mean {_num(race['mean'])} over seeds {race.get('seeds')} "
+            f"(scores {scores})"
         )
     lines.append("config: " + json.dumps(best.get("config") or {}))
     if best.get("model_version"):

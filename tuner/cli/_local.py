@@ -147,8 +147,13 @@ def plan(
             typer.echo(f"at most {result.max_iterations:,} iterations in all")
         if result.scheduler.get("type", "fifo") != "fifo":
             typer.echo(f"scheduler: {scheduler_line(result.scheduler)}")
+        else:
+            typer.echo("scheduler: fifo (no early stopping)")
         if result.sampler:
             typer.echo(f"sampler: {sampler_line(result.sampler)}")
+        if result.race:
+            seeds = ", ".join(str(s) for s in result.race["seeds"])
+            typer.echo(f"race: each config on up to seeds {seeds}; {result.race['rule']}")
         if result.base_settings:
             typer.echo(f"base settings: {json.dumps(result.base_settings)}")
         if result.warm_start:

@@ -304,6 +304,7 @@ class ExperimentSpec(_Model):
             budget = self.stop.timesteps_total or self.stop.training_iteration
             self.evaluation.at_end = bool(budget) and not self.custom_algorithm
         self._take_first_objective()
+        self._check_race()
         if self.metric.startswith("evaluation/") and not self.evaluation.enabled:
             raise ValueError(f"metric {self.metric!r} needs evaluation.interval or at_end")
         if self.evaluation.at_end and not (
@@ -339,6 +340,22 @@ class ExperimentSpec(_Model):
                     "e.g. metric: episode_return_mean"
                 )
         return self
+
+    def _check_race(self) -> None:
+        """search.race ranks one metric's mean over seeds, each config as sampled."""
+        if self.search.race is None:
+            return
+        if self.objectives:
+            raise ValueError(
+                "search.race: a Pareto front of several objectives is not raced; "
+                "give one metric, or drop search.race"
+            )
+        if self.scheduler.type in POPULATION_SCHEDULERS:
+            raise ValueError(
+                f"search.race: scheduler.type {self.scheduler.type!r} changes a trial's "
+                "values while it runs, so its seeds would not share one config; use fifo, "
+                "asha or median"
+            )
 
     def _take_first_objective(self) -> None:
         """With `objectives`: metric/mode become the first objective's (Tune ranks by

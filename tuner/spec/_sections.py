@@ -105,6 +105,23 @@ class SamplerSpec(_Model):
     )
 
 
+class RaceSpec(_Model):
+    """Each config raced over several seeds during the search.
+
+    A config that wins by a lucky seed loses its place before the confirmation."""
+
+    seeds: int = Field(
+        ...,
+        ge=2,
+        le=10,
+        description="The most seeds a config is trained on (its instances: seed, seed+1, "
+        "...; every config's first instance has the same seed). A config runs its next "
+        "seed only while its mean score is at least the best fully raced config's mean; "
+        "the search ranks configs by their mean over the most seeds any config ran. Every "
+        "instance is one of num_samples' trials.",
+    )
+
+
 class SearchSpec(_Model):
     """How hyperparameters are sampled."""
 
@@ -142,10 +159,27 @@ class SearchSpec(_Model):
         "warning.",
     )
 
+    race: RaceSpec | None = Field(
+        None,
+        description="optuna and random: race each config over several seeds (`seeds`); "
+        "Optuna is told a config's mean over the seeds it ran (random draws through "
+        "Optuna's RandomSampler). Default: none, one seed a config.",
+    )
+
     @model_validator(mode="after")
     def _grid_only_with_grid(self) -> SearchSpec:
         if self.num_samples is None:
             self.num_samples = 1 if self.method == "grid" else 4
+        if self.race is not None and self.method == "grid":
+            raise ValueError(
+                "race: a grid runs every config; repeat it on seeds with num_samples "
+                "(race needs search.method 'optuna' or 'random')"
+            )
+        if self.race is not None and self.num_samples < self.race.seeds:
+            raise ValueError(
+                f"race.seeds: {self.race.seeds} seeds need num_samples >= {self.race.seeds} "
+                f"(num_samples is {self.num_samples})"
+            )
         if self.sampler is not None and self.method != "optuna":
             raise ValueError(
                 f"sampler: a sampler needs search.method 'optuna' (method is {self.method!r})"

@@ -8,7 +8,7 @@ confirmation stage on fresh seeds, and the sweep's summary.
 Nothing here imports FastAPI; the API reaches this package only through a driver process.
 """
 
-from tuner.sweep._confirm import stats
+from tuner.seed_stats import stats
 from tuner.sweep._graceful import GracefulCtrlC, GracefulStop, StopRequested
 from tuner.sweep._run import StorageError, SweepOptions, ensure_ray, latest_run, run_sweep
 from tuner.sweep._summary import summarise, the_answer

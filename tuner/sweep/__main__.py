@@ -91,6 +91,16 @@ def _from_the_store(
         if trial is not None and trial.score is not None:
             view.metric_value = trial.score
             view.train_score = trial.train_score
+    if spec.search.race is not None:  # a raced config's score: its seeds' mean, as above
+        from tuner.seed_stats import race_groups, race_record
+
+        groups = race_groups(summary.trials, spec.mode)
+        for view in (best, best.search_best):
+            mine = [g for g in groups if view is not None and view.config == g.trials[0].config]
+            if view is not None and mine and mine[0].mean is not None:
+                view.metric_value = mine[0].mean
+                if view is best:
+                    best.race = race_record(mine[0], spec.seed)
 
 
 def _search_ended(

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from typing import Any
 
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
 from tuner.rllib import trial_seed
+from tuner.seed_stats import median_trial, race_groups, stats
 from tuner.spec import ExperimentSpec
 from tuner.views import ConfirmedConfig, SweepSummary, TrialView
-
-BOOTSTRAP_RESAMPLES = 10_000
 
 
 def _key(values: dict[str, Any]) -> str:
@@ -23,8 +21,13 @@ def _key(values: dict[str, Any]) -> str:
 
 def pick_candidates(spec: ExperimentSpec, search: SweepSummary) -> list[TrialView]:
     """The top_k finished search trials by score, one per distinct config; with
-    `objectives`, the Pareto front's members in its order (best first objective first)."""
+    `objectives`, the Pareto front's members in its order (best first objective first);
+    with search.race, the race's top_k configs (each its median-score seed's trial)."""
     assert spec.confirm is not None
+    if spec.search.race is not None:  # each config by its mean over its seeds
+        groups = race_groups(search.trials, spec.mode)
+        ranked = [g.representative for g in groups if g.mean is not None]
+        return ranked[: spec.confirm.top_k]
     done = [t for t in search.trials if t.stage == STAGE_SEARCH and t.score is not None]
     done.sort(key=lambda t: (t.score if spec.mode == "min" else -t.score, t.trial_id))
     if spec.objectives:
@@ -60,57 +63,6 @@ def confirm_seeds(
 def confirm_runs(candidates: list[TrialView], seeds: list[int]) -> list[dict[str, Any]]:
     """One run per (config, seed): {"of": search trial id, "values": ..., "seed": n}."""
     return [{"of": t.trial_id, "values": t.config, "seed": s} for t in candidates for s in seeds]
-
-
-def stats(scores: list[float], seed: int = 0) -> dict[str, Any]:
-    """Mean, sample std, 95 % percentile-bootstrap CI of the mean, and IQM of scores.
-
-    Args:
-        scores: The scores (one per seed).
-        seed: The bootstrap's seed.
-
-    Returns:
-        {"mean", "std", "ci95", "iqm"}; each None for no score.
-    """
-    n = len(scores)
-    if n == 0:
-        return {"mean": None, "std": None, "ci95": None, "iqm": None}
-    mean = sum(scores) / n
-    std = math.sqrt(sum((x - mean) ** 2 for x in scores) / (n - 1)) if n > 1 else 0.0
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choices(scores, k=n)) / n for _ in range(BOOTSTRAP_RESAMPLES))
-    ci95 = [means[int(0.025 * BOOTSTRAP_RESAMPLES)], means[int(0.975 * BOOTSTRAP_RESAMPLES) - 1]]
-    return {"mean": mean, "std": std, "ci95": ci95, "iqm": iqm(scores)}
-
-
-def iqm(scores: list[float]) -> float:
-    """Interquartile mean: the mean of the middle 50 % (rliable's 25 % trimmed mean,
-    with the boundary scores weighted by the fraction inside)."""
-    xs, n = sorted(scores), len(scores)
-    lo, hi = 0.25 * n, 0.75 * n
-    total = weight = 0.0
-    for i, x in enumerate(xs):
-        inside = max(0.0, min(i + 1, hi) - max(i, lo))
-        total += inside * x
-        weight += inside
-    return total / weight
-
-
-def median_trial(
-    scores: list[float | None], trials: list[TrialView | None], mode: str
-) -> TrialView | None:
-    """The trial with the median score (failed and non-finite scores left out); of an
-    even number, the worse of the two middle ones (the lower for `mode: max`), so the
-    model registered from it never flatters the config. Ties keep the seeds' order."""
-    ranked = sorted(
-        (
-            (x, t)
-            for x, t in zip(scores, trials, strict=True)
-            if t is not None and x is not None and math.isfinite(x)
-        ),
-        key=lambda p: p[0] if mode == "max" else -p[0],  # worst first
-    )
-    return ranked[(len(ranked) - 1) // 2][1] if ranked else None
 
 
 def confirmed_configs(

@@ -15,6 +15,7 @@ from tuner.ray_internals import result_grid_trials
 from tuner.results import better, lookup, retries_of, scope_value
 from tuner.rllib import derived_settings, fixed_settings, seed_of, stage_of
 from tuner.search_spaces import Domain
+from tuner.seed_stats import RaceGroup, race_groups, race_record
 from tuner.spec import ExperimentSpec, resolve_space
 from tuner.statuses import TRIAL_UNFINISHED, SweepStatus, TrialStatus
 from tuner.sweep._pareto import front, missing_values, objective_values
@@ -122,6 +123,8 @@ def summarise(
             best is None or better(view.score, best.metric_value, spec.mode)
         ):
             best = best_trial(spec, view, configs[view.trial_id])
+    if spec.search.race is not None and not confirming:
+        best = race_best(spec, trials, configs)
     trials.sort(key=lambda t: t.trial_id)
     summary = SweepSummary(
         name=spec.name,
@@ -310,6 +313,28 @@ def best_trial(spec: ExperimentSpec, view: TrialView, config: dict[str, Any]) ->
     )
 
 
+def race_best(
+    spec: ExperimentSpec, trials: list[TrialView], configs: dict[str, dict[str, Any]]
+) -> BestTrial | None:
+    """A raced search's best (search.race): the first config of the race's ranking
+    (tuner.sweep._race), its score the mean over its seeds, its trial, seed and
+    checkpoint its median-score seed's."""
+    top = next((g for g in race_groups(trials, spec.mode) if g.mean is not None), None)
+    if top is None or top.representative.score is None:
+        return None
+    rep = top.representative
+    return _with_race(spec, best_trial(spec, rep, configs[rep.trial_id]), top)
+
+
+def _with_race(spec: ExperimentSpec, answer: BestTrial, group: RaceGroup | None) -> BestTrial:
+    """The answer with its config's race: the seeds' scores, their mean its score."""
+    if group is None or group.mean is None:
+        return answer
+    answer.metric_value = group.mean
+    answer.race = race_record(group, spec.seed)
+    return answer
+
+
 def the_answer(spec: ExperimentSpec, summary: SweepSummary) -> BestTrial | None:
     """The sweep's answer, the one `best` every surface shows.
 
@@ -333,6 +358,9 @@ def the_answer(spec: ExperimentSpec, summary: SweepSummary) -> BestTrial | None:
     if top is None or view is None or view.score is None:
         return summary.best
     answer = best_trial(spec, view, summary.tune_config(view.trial_id))
+    if spec.search.race is not None:
+        mine = [g for g in race_groups(summary.trials, spec.mode) if view in g.trials]
+        _with_race(spec, answer, mine[0] if mine else None)
     median = by_id.get(top.median_trial_id or "")
     answer.source = STAGE_CONFIRM
     answer.confirmed = top

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
 from typing import Any
 
 from ray import tune
 from ray.tune import CheckpointConfig, FailureConfig, RunConfig
 from ray.tune.search import BasicVariantGenerator, Searcher
-from ray.tune.search.optuna import OptunaSearch
 from ray.tune.stopper import CombinedStopper, Stopper
 
-from tuner.mlflow_names import ITERATION_KEY, RETURN_KEY, STEP_KEY
+from tuner.mlflow_names import RETURN_KEY
 from tuner.ray_internals import forget_pending_decisions, set_restored_callbacks
 from tuner.results import lookup
 from tuner.rllib import (
@@ -22,7 +19,6 @@ from tuner.rllib import (
     FINAL_EVAL_KEY,
     FLAT_DEFAULTS_KEY,
     HOLD_RATIO_KEY,
-    INDEX_KEY,
     VECTOR_ENVS_KEY,
     apply_values,
     build_config,
@@ -43,6 +39,7 @@ from tuner.rllib import (
 from tuner.search_spaces import Domain
 from tuner.spec import ExperimentSpec, resolved_sampler, resolved_scheduler
 from tuner.sweep._schedulers import build_scheduler
+from tuner.sweep._searchers import RacingOptunaSearch, TunerOptunaSearch
 from tuner.sweep._stoppers import SweepStopper
 from tuner.sweep._warm import flat_point, nested_point
 from tuner.tracking import Ranking, WarmStart
@@ -133,104 +130,25 @@ def sweep_ranking(spec: ExperimentSpec) -> Ranking:
     return Ranking.of(spec, final_key=final_score_key(spec))
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and math.isfinite(value)
+def uses_optuna(spec: ExperimentSpec) -> bool:
+    """Whether the sweep's trials come from an Optuna study: search.method optuna, and
+    a raced random search (Optuna's RandomSampler: the race runs in the searcher).
 
+    Args:
+        spec: The sweep's spec.
 
-class TunerOptunaSearch(OptunaSearch):
-    """Tune's OptunaSearch, told only the results that carry the metric, and at a
-    trial's end the score the sweep ranks it by.
-
-    Tune's own raises a KeyError (and ends the sweep) on an intermediate result without
-    the metric: an evaluation metric exists only on the iterations that evaluate
-    (`evaluation.at_end`: the last one). A trial whose final result lacks it is told to
-    Optuna as pruned, as Tune's does. Where the sweep ranks trials by their final
-    deterministic evaluation (`ranking.final_key`), the study is told that score at a
-    trial's end, the number the ranking, the confirmation and a warm start use; a trial
-    stopped before its budget (no such score) is told as pruned, its training returns
-    reported along the way placing it among the pruned."""
-
-    def __init__(
-        self,
-        *args: Any,
-        known: list[tuple[dict[str, Any], float]] | None = None,
-        objectives: list[tuple[str, str]] | None = None,
-        ranking: Ranking | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        # a warm start's earlier (point, score) pairs, told once the space is known
-        self.tuner_known = list(known or [])
-        # several (metric, mode): the study is multi-objective, Tune ranks by the first
-        self.tuner_objectives = list(objectives or [])
-        # where trials are ranked by a final evaluation: what a trial's end is told
-        budget = ranking is not None and (ranking.budget_steps or ranking.budget_iterations)
-        self.tuner_ranking = ranking if budget and ranking.final_key else None
-
-    def suggest(self, trial_id: str) -> dict[str, Any] | None:
-        """Tune's, with the trial's 0-based index in the order of suggestion (INDEX_KEY):
-        its seed is the spec's seed plus that index, the same on every run of the spec
-        (a searcher's trial id is random).
-
-        Args:
-            trial_id: Tune's trial id.
-
-        Returns:
-            The trial's values and index, or what Tune's returns instead of values.
-        """
-        config = super().suggest(trial_id)
-        if not isinstance(config, dict):
-            return config
-        # a searcher pickled before the index was kept has none yet
-        indices = self.__dict__.setdefault("tuner_indices", {})
-        if trial_id not in indices:
-            indices[trial_id] = len(indices)
-        return {**config, INDEX_KEY: indices[trial_id]}
-
-    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
-        # a multi-objective study takes no intermediate values (Tune's returns on them)
-        if not isinstance(self.metric, list) and self.metric in result:
-            super().on_trial_result(trial_id, result)
-
-    def on_trial_complete(
-        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
-    ) -> None:
-        """Tune's; a multi-objective result missing one objective's value is told as
-        pruned (Tune's would tell Optuna a None among the values, which it refuses)."""
-        if isinstance(self.metric, list) and result is not None:
-            if not all(_finite(result.get(m)) for m in self.metric):
-                result = None  # Optuna refuses None and NaN among the values
-        # getattr: a searcher pickled before the ranking was kept has no such attribute
-        ranking = getattr(self, "tuner_ranking", None)
-        if ranking is not None and result is not None and not isinstance(self.metric, list):
-            point = (int(result.get(ITERATION_KEY) or 0), int(result.get(STEP_KEY) or 0), result)
-            score = ranking.of_curve([point])["score"]
-            # the score under the metric's name (Tune's reads it there); None: pruned
-            result = None if score is None else {**result, self.metric: score}
-        super().on_trial_complete(trial_id, result, error)
-
-    def set_search_properties(
-        self, metric: str | None, mode: str | None, config: dict, **spec: Any
-    ) -> bool:
-        """Tune's (with every objective where there are several: Tune passes the first),
-        then the warm start's earlier trials told to the study as completed."""
-        # getattr: a searcher pickled before objectives existed has no such attribute
-        objectives = getattr(self, "tuner_objectives", [])
-        if objectives:
-            metric = [m for m, _ in objectives]  # type: ignore[assignment]
-            mode = [m for _, m in objectives]  # type: ignore[assignment]
-        done = super().set_search_properties(metric, mode, config, **spec)
-        if done:
-            for point, score in self.tuner_known:
-                self.add_evaluated_point(point, score)
-            self.tuner_known = []
-        return done
+    Returns:
+        True where an Optuna searcher suggests the trials.
+    """
+    return spec.search.method == "optuna" or (
+        spec.search.method == "random" and spec.search.race is not None
+    )
 
 
 def optuna_sampler(spec: ExperimentSpec, space: dict[str, Domain]) -> Any:
-    """The Optuna sampler of an optuna sweep (tuner.spec.resolved_sampler), seeded.
+    """The Optuna sampler of an optuna sweep, seeded by the spec's seed.
 
-    Its seed is the spec's seed.
+    tuner.spec.resolved_sampler's; a raced random search's RandomSampler.
 
     Args:
         spec: The sweep's spec (search.method optuna).
@@ -241,6 +159,8 @@ def optuna_sampler(spec: ExperimentSpec, space: dict[str, Domain]) -> Any:
     """
     import optuna
 
+    if spec.search.method == "random":
+        return optuna.samplers.RandomSampler(seed=spec.seed)
     sampler = resolved_sampler(spec, space)
     if sampler is None:
         raise ValueError(f"search.method {spec.search.method!r} has no Optuna sampler")
@@ -254,17 +174,22 @@ def _search_alg(
 ) -> Searcher | BasicVariantGenerator:
     params = trial_params(spec) if warm is not None else {}
     first = warm.first if warm is not None else []
-    if spec.search.method == "optuna":
+    if uses_optuna(spec):
         objectives = [(o.metric, o.mode) for o in spec.objectives or []]
         # the earlier trials' scores are single values: a multi-objective study is told
         # none of them (their configs still run first)
         known = warm.known if warm is not None and not objectives else []
-        return TunerOptunaSearch(
+        race: dict[str, Any] = {}
+        searcher: type[TunerOptunaSearch] = TunerOptunaSearch
+        if spec.search.race is not None:
+            searcher, race = RacingOptunaSearch, {"race_seeds": spec.search.race.seeds}
+        return searcher(
             sampler=optuna_sampler(spec, space),
             points_to_evaluate=[flat_point(params, v) for v in first] or None,
             known=[(flat_point(params, v), s) for v, s in known],
             objectives=objectives,
             ranking=None if os.environ.get(OPTUNA_TOLD_SWITCH) == "train" else sweep_ranking(spec),
+            **race,
         )
     # A SearchAlgorithm, not a Searcher: Tune ignores TuneConfig.max_concurrent_trials for it.
     return BasicVariantGenerator(
@@ -374,9 +299,7 @@ def build_tuner(
             num_samples=spec.search.num_samples,
             search_alg=_search_alg(spec, space, warm),
             scheduler=build_scheduler(resolved_scheduler(spec, space), space, params),
-            max_concurrent_trials=spec.max_concurrent_trials
-            if spec.search.method == "optuna"
-            else None,
+            max_concurrent_trials=spec.max_concurrent_trials if uses_optuna(spec) else None,
             time_budget_s=spec.stop.time_budget_s,
             reuse_actors=reuse,
         )

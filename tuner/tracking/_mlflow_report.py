@@ -183,9 +183,10 @@ def model_description(best: BestTrial, metric: str) -> str:
             f"(seed {best.seed}, trial {best.checkpoint_trial_id})."
         )
     else:
+        raced = f", the mean over its seeds {best.race.seeds}" if best.race is not None else ""
         score = (
             f"Search best, not confirmed on fresh seeds: {metric} {best.metric_value:.4g} "
-            f"under scope {best.scope} (trial {best.trial_id}, seed {best.seed})."
+            f"under scope {best.scope}{raced} (trial {best.trial_id}, seed {best.seed})."
         )
     return f"Best config of search trial {best.trial_id}: {config}. {score}"
 

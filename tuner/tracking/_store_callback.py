@@ -194,7 +194,7 @@ class StoreRecorder(Callback):
         # search trials' (score, train_score), of every attempt (None until read)
         self._scores: dict[str, tuple[float | None, float | None]] | None = None
         self._rows: dict[str, dict[str, Any]] = {}  # trial id -> {config, seed, tune}
-        self._best_written: tuple[str, float] | None = None
+        self._best_written: tuple[Any, ...] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -304,6 +304,9 @@ class StoreRecorder(Callback):
             "tune": trial.config,
         }
         by = 0 if any(s is not None for s, _ in self._scores.values()) else 1
+        if by == 0 and self.spec is not None and self.spec.search.race is not None:
+            self._note_race()
+            return
         best: tuple[str, float] | None = None
         for trial_id in sorted(self._scores):  # a tie goes to the earlier trial
             value = self._scores[trial_id][by]
@@ -314,6 +317,36 @@ class StoreRecorder(Callback):
         train = self._scores[best[0]][1]
         self.store.update_experiment(self.experiment_id, best=self._best_view(*best, train))
         self._best_written = best
+
+    def _note_race(self) -> None:
+        """A raced search's best so far (search.race), as the driver's summary ranks
+        it: the race's first config over the seeds that have a score yet."""
+        from tuner.seed_stats import race_groups, race_record
+        from tuner.views import TrialView
+
+        views = [
+            TrialView(
+                trial_id=tid,
+                status=TrialStatus.TERMINATED,
+                config=self._rows[tid]["config"],
+                seed=self._rows[tid]["seed"],
+                score=score,
+                train_score=train,
+            )
+            for tid, (score, train) in sorted(self._scores.items())
+            if score is not None and tid in self._rows
+        ]
+        top = next((g for g in race_groups(views, self.mode) if g.mean is not None), None)
+        if top is None:
+            return
+        rep = top.representative
+        key = (rep.trial_id, top.mean, len(top.trials))
+        if key == self._best_written:
+            return
+        best = self._best_view(rep.trial_id, top.mean, rep.train_score)
+        best["race"] = race_record(top, self.base_seed).model_dump(mode="json")
+        self.store.update_experiment(self.experiment_id, best=best)
+        self._best_written = key
 
     def _best_view(self, trial_id: str, score: float, train_score: float | None) -> dict[str, Any]:
         """A BestTrial (as JSON) of a search trial and its score so far."""

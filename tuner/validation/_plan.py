@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tuner.rllib import check_fits, trial_resources, vector_defaults_apply
+from tuner.rllib import check_fits, trial_resources, trial_seed, vector_defaults_apply
 from tuner.search_spaces import Domain
 from tuner.spec import (
     ExperimentSpec,
@@ -126,7 +126,30 @@ def plan_spec(
         base_settings=base_in_force(spec),
         scheduler=scheduler_in_force(spec, space),
         sampler=sampler_in_force(spec, space),
+        race=race_in_force(spec),
     )
+
+
+# how a raced search spends its trials (Plan.race, the docs' "Racing over seeds")
+RACE_RULE = (
+    "a config runs its next seed while its mean score is at least the best fully raced "
+    "config's mean; configs rank by their mean over the most seeds any config ran"
+)
+
+
+def race_in_force(spec: ExperimentSpec) -> dict[str, Any] | None:
+    """search.race as the plan shows it: the seeds a config may run on and the rule.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        {"seeds", "rule"}, or None without a race.
+    """
+    if spec.search.race is None:
+        return None
+    seeds = [trial_seed(spec.seed, i) for i in range(spec.search.race.seeds)]
+    return {"seeds": seeds, "rule": RACE_RULE}
 
 
 def base_in_force(spec: ExperimentSpec) -> dict[str, Any]:

@@ -66,7 +66,11 @@ class SearchBest(_View):
     trial_id: str
     config: dict[str, Any] = Field(..., description="Its sampled values.")
     seed: int | None = None
-    metric_value: float = Field(..., description="Its score (see TrialView.score).")
+    metric_value: float = Field(
+        ...,
+        description="Its score (see TrialView.score); with search.race, its config's mean "
+        "over the seeds it ran.",
+    )
     train_score: float | None = Field(None, description="Its training metric under scope.")
     scope: str = Field("last-5-avg", description="How trials were ranked (the spec's scope).")
     checkpoint: str | None = None
@@ -108,7 +112,8 @@ class BestTrial(_View):
     metric_value: float = Field(
         ...,
         description="Its search trial's score (its final deterministic evaluation, or "
-        "the metric under scope: see TrialView.score).",
+        "the metric under scope: see TrialView.score); with search.race, the mean of its "
+        "config's seeds' scores (`race`).",
     )
     train_score: float | None = Field(
         None, description="Its search trial's training metric under scope."
@@ -128,6 +133,12 @@ class BestTrial(_View):
     mlflow_run_id: str | None = None
     confirmed: ConfirmedConfig | None = Field(
         None, description="With confirmation: its scores over fresh seeds (mean, CI, IQM)."
+    )
+    race: ConfirmedConfig | None = Field(
+        None,
+        description="With search.race: its config's seeds in the search, their scores "
+        "and mean (its metric_value: the mean of its seeds' scores); trial_id, seed and "
+        "checkpoint are its median-score seed's.",
     )
     search_best: SearchBest | None = Field(
         None,

@@ -75,6 +75,12 @@ class Plan(_View):
         "trials drawn at random before the model picks values); `derived` lists those "
         "the spec left out. None for grid and random search.",
     )
+    race: dict[str, Any] | None = Field(
+        None,
+        description="search.race: `seeds` (the seeds each config may run on, the same "
+        "for every config) and `rule` (when a config runs its next seed); None without a "
+        "race.",
+    )
     warnings: list[str] = Field(
         default_factory=list, description="What the spec will do that it may not mean."
     )

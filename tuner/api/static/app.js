@@ -569,12 +569,16 @@ function renderBest() {
   // best so far; one that ended for good, its best
   const ended = Boolean(s.data) && isIn('terminal', s.data.status) && !isIn('resumable', s.data.status);
   const confirmed = best && best.source === 'confirm' && best.confirmed;
-  setText($('#best-title'), !ended ? 'Best so far' : confirmed ? 'Best config (confirmed)' : 'Best trial');
+  const raced = best && best.race;
+  setText($('#best-title'), !ended ? 'Best so far'
+    : confirmed ? 'Best config (confirmed)' : raced ? 'Best config (raced)' : 'Best trial');
   show($('#best-empty'), !best);
   show($('#best-details'), Boolean(best));
   if (!best) return;
   setText($('#best-source'), confirmed
     ? `The config with the best mean over ${confirmed.seeds.length} fresh seeds (the confirmation below); its model is the median seed's checkpoint.`
+    : raced ? `The config with the best mean over its ${raced.seeds.length} seeds in the search (search.race)${
+      s.data.spec && s.data.spec.confirm ? '; the confirmation on fresh seeds has not finished' : ', not confirmed on fresh seeds'}; its model is the median seed's checkpoint.`
     : (s.data.spec && s.data.spec.confirm
       ? 'The search\'s best trial: the confirmation on fresh seeds has not finished.'
       : 'The search\'s best trial, not confirmed on fresh seeds (the spec\'s confirm re-runs the top configs).'));
@@ -584,7 +588,13 @@ function renderBest() {
     ? `mean ${fmtNum(confirmed.mean)}${ci}, IQM ${fmtNum(confirmed.iqm)} over seeds ${(confirmed.seeds || []).join(', ')}` : '');
   show($('#best-confirmed-label'), Boolean(confirmed));
   show($('#best-confirmed'), Boolean(confirmed));
-  setText($('#best-metric'), `${fmtNum(best.metric_value)} (${best.scope || ''})`);
+  // search.race: its config's seeds in the search; its score is their mean
+  const race = best.race;
+  setText($('#best-race'), race
+    ? `mean ${fmtNum(race.mean)} over seeds ${race.seeds.join(', ')} (scores ${race.scores.map(fmtNum).join(', ')})` : '');
+  show($('#best-race-label'), Boolean(race));
+  show($('#best-race'), Boolean(race));
+  setText($('#best-metric'), `${fmtNum(best.metric_value)} (${race ? `mean over ${race.seeds.length} seeds, ` : ''}${best.scope || ''})`);
   setText($('#best-model'), best.model_version
     ? `${best.model_version} (trial ${best.checkpoint_trial_id || best.trial_id}, seed ${best.seed})` : '—');
   setText($('#best-checkpoint'), best.checkpoint || '—');
@@ -735,6 +745,8 @@ function trialColumns(configKeys) {
     num('iterations', 'Iter'),
     num('env_steps', 'Env steps'),
     { key: 'stage', label: 'Stage', get: (t) => t.stage },
+    // a raced search's seeds of one config share its values: the seed tells them apart
+    num('seed', 'Seed'),
     // one name per number, as the CLI, the JSON and MLflow: the score (the ranking value
     // under the spec's scope), the peak, the last value
     num('score', 'Score'),
@@ -1207,7 +1219,9 @@ async function previewSpec() {
       ? `${base.map(([k, v]) => `${k}: ${v}`).join(', ')} (${plan.base_settings.source})` : 'none');
     const sched = plan.scheduler || {};
     setText($('#plan-warnings'), (plan.warnings || []).join(' · ') || 'none');
-    setText($('#plan-scheduler'), sched.type && sched.type !== 'fifo' ? schedulerLine(sched) : 'fifo (every trial runs its budget)');
+    setText($('#plan-scheduler'), sched.type && sched.type !== 'fifo' ? schedulerLine(sched) : 'fifo (no early stopping)');
+    setText($('#plan-race'), plan.race
+      ? `each config on up to seeds ${plan.race.seeds.join(', ')}; ${plan.race.rule}` : 'none (one seed a config)');
     const sampler = plan.sampler;
     setText($('#plan-sampler'), sampler
       ? `${sampler.type}, the first ${sampler.n_startup_trials} trials at random`

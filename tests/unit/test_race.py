@@ -1,0 +1,211 @@
+"""Racing each config over seeds during the search (search.race): which config runs its
+next seed, what Optuna is told, how the search ranks configs, and the spec's checks.
+
+The searcher is the real one over a real Optuna study, driven as Tune drives it."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
+from tuner.rllib import INDEX_KEY, seed_of
+from tuner.seed_stats import race_groups
+from tuner.spec import SpecError, parse_spec, resolve_space
+from tuner.sweep import param_space
+from tuner.sweep._confirm import pick_candidates
+from tuner.sweep._race import Race, RaceEntry
+from tuner.sweep._searchers import RacingOptunaSearch
+from tuner.sweep._summary import race_best
+from tuner.sweep._tuner import _search_alg
+from tuner.views import SweepSummary, TrialView
+
+TRAIN = "env_runners/episode_return_mean"
+EVAL = f"evaluation/{TRAIN}"
+BUDGET = 4_000
+
+
+def spec(race: dict | None = None, **extra):
+    search = {"method": "optuna", "num_samples": 16, **extra.pop("search", {})}
+    if race is not None:
+        search["race"] = race
+    body = {
+        "name": "race",
+        "algorithm": "PPO",
+        "env": "CartPole-v1",
+        "search": search,
+        "stop": {"timesteps_total": BUDGET},
+        "seed": 5,
+        **extra,
+    }
+    return parse_spec(body)
+
+
+def searcher_of(s):
+    space = resolve_space(s)
+    searcher = _search_alg(s, space)
+    assert searcher.set_search_properties(s.metric, s.mode, param_space(s, space))
+    return searcher
+
+
+def finish(searcher, trial_id: str, score: float | None) -> None:
+    """The trial's end as Tune reports it: its final evaluation where it ran its budget."""
+    last = {TRAIN: 1.0, ITERATION_KEY: 4, STEP_KEY: BUDGET}
+    if score is None:  # stopped early: no final evaluation
+        last[STEP_KEY] = 1000
+    else:
+        last[EVAL] = score
+    searcher.on_trial_result(trial_id, last)
+    searcher.on_trial_complete(trial_id, last)
+
+
+def values(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k != INDEX_KEY}
+
+
+def test_a_lucky_seed_meets_its_other_seeds_and_optuna_is_told_the_mean():
+    searcher = searcher_of(spec({"seeds": 2}))
+    assert isinstance(searcher, RacingOptunaSearch)
+    a0 = searcher.suggest("a0")
+    assert a0[INDEX_KEY] == 0
+    finish(searcher, "a0", 500.0)  # a lucky first seed
+    a1 = searcher.suggest("a1")  # its second seed runs before any new config
+    assert values(a1) == values(a0)
+    assert a1[INDEX_KEY] == 1
+    finish(searcher, "a1", 100.0)
+    b0 = searcher.suggest("b0")
+    assert values(b0) != values(a0)
+    assert b0[INDEX_KEY] == 0
+    finish(searcher, "b0", 350.0)  # above a's mean (300): b races on
+    b1 = searcher.suggest("b1")
+    assert values(b1) == values(b0)
+    assert b1[INDEX_KEY] == 1
+    finish(searcher, "b1", 330.0)
+    c0 = searcher.suggest("c0")
+    finish(searcher, "c0", 200.0)  # below the best full mean (340): c stops
+    d0 = searcher.suggest("d0")
+    assert values(d0) not in (values(a0), values(b0), values(c0))
+    assert d0[INDEX_KEY] == 0
+    # Optuna knows each config by its first seed's trial: told its mean once raced
+    study = searcher._ot_study.trials
+    assert [(t.state, t.value) for t in study[:3]] == [
+        (optuna.trial.TrialState.COMPLETE, 300.0),
+        (optuna.trial.TrialState.COMPLETE, 340.0),
+        (optuna.trial.TrialState.COMPLETE, 200.0),
+    ]
+    assert study[3].state == optuna.trial.TrialState.RUNNING
+    # a config's seed index is its trial's seed: spec seed + index, the same for all
+    assert seed_of(b0, "b0", 5) == seed_of(a0, "a0", 5) == 5
+    assert seed_of(b1, "b1", 5) == seed_of(a1, "a1", 5) == 6
+
+
+def test_a_seed_stopped_early_ends_its_configs_race_as_pruned():
+    searcher = searcher_of(spec({"seeds": 3}, scheduler={"type": "asha"}))
+    searcher.suggest("a0")
+    finish(searcher, "a0", 400.0)
+    searcher.suggest("a1")
+    finish(searcher, "a1", None)  # ASHA stopped its second seed
+    fresh = searcher.suggest("b0")
+    assert fresh[INDEX_KEY] == 0  # a's race is over
+    assert searcher._ot_study.trials[0].state == optuna.trial.TrialState.PRUNED
+
+
+def test_due_configs_run_best_mean_first_and_the_reference_is_a_full_race():
+    race = Race(seeds=2, mode="max")
+    race.entries = [
+        RaceEntry({"lr": 1}, "a", [300.0, 280.0], running=False, ended=True),
+        RaceEntry({"lr": 2}, "b", [310.0], running=False),
+        RaceEntry({"lr": 3}, "c", [350.0], running=False),
+        RaceEntry({"lr": 4}, "d", [290.0], running=True),
+    ]
+    assert race.reference(skip=1) == 290.0
+    assert race.keeps_racing(1)
+    assert race.keeps_racing(2)
+    assert race.due() == 2  # c's mean is the higher
+    race.trials["d0"] = (3, 0)
+    ended = race.finish("d0", 280.0)  # below 290
+    assert ended is race.entries[3]
+    assert ended.ended
+    # mode min: lower is better
+    low = Race(seeds=2, mode="min", entries=[RaceEntry({}, "a", [1.0, 3.0], False, True)])
+    low.entries.append(RaceEntry({}, "b", [1.5], running=False))
+    assert low.keeps_racing(1)  # 1.5 <= a's mean 2.0
+    low.entries[1].scores = [2.5]
+    assert not low.keeps_racing(1)
+    low.entries[1].scores = [1.0, 1.5]
+    assert not low.keeps_racing(1)  # every seed run
+
+
+def view(tid: str, lr: float, seed: int, score: float | None) -> TrialView:
+    return TrialView(
+        trial_id=tid,
+        status="TERMINATED",
+        config={"lr": lr},
+        seed=seed,
+        score=score,
+        train_score=score,
+        checkpoint=f"/ckpt/{tid}",
+    )
+
+
+def test_the_search_ranks_configs_by_mean_over_the_most_seeds():
+    s = spec({"seeds": 3}, confirm={"top_k": 2, "seeds": 3})
+    trials = [
+        view("a0", 0.1, 5, 500.0),  # the single best trial: a lucky seed
+        view("a1", 0.1, 6, 120.0),
+        view("a2", 0.1, 7, 100.0),
+        view("b0", 0.2, 5, 450.0),
+        view("b1", 0.2, 6, 430.0),
+        view("b2", 0.2, 7, 470.0),
+        view("c0", 0.3, 5, 490.0),  # one seed only: not above the fully raced
+        view("d0", 0.4, 5, 480.0),
+        view("d1", 0.4, 6, None),  # stopped early: below every whole race
+    ]
+    groups = race_groups(trials, s.mode)
+    assert [g.representative.trial_id for g in groups] == ["b0", "a1", "c0", "d0"]
+    assert groups[0].mean == pytest.approx(450.0)
+    best = race_best(s, trials, {t.trial_id: {} for t in trials})
+    assert best is not None
+    assert best.config == {"lr": 0.2}
+    assert best.metric_value == pytest.approx(450.0)  # the mean, not a single seed
+    assert best.trial_id == best.checkpoint_trial_id == "b0"  # the median seed's
+    assert best.checkpoint == "/ckpt/b0"
+    assert best.seed == 5
+    assert best.race.seeds == [5, 6, 7]
+    assert best.race.scores == [450.0, 430.0, 470.0]
+    assert best.race.trials == ["b0", "b1", "b2"]
+    # the confirmation re-runs the race's top configs, not the lucky seed's
+    summary = SweepSummary(name="race", status="SUCCEEDED", metric=TRAIN, mode="max")
+    summary.trials = trials
+    assert [t.trial_id for t in pick_candidates(s, summary)] == ["b0", "a1"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ({"search": {"method": "grid", "space": {"lr": {"grid": [0.1]}}}}, "race"),
+        ({"search": {"num_samples": 2}}, "num_samples >= 3"),
+        ({"scheduler": {"type": "pbt"}, "search": {"method": "random"}}, "pbt"),
+        (
+            {
+                "objectives": [
+                    {"metric": TRAIN, "mode": "max"},
+                    {"metric": "time_total_s", "mode": "min"},
+                ]
+            },
+            "objectives",
+        ),
+    ],
+)
+def test_a_race_the_search_cannot_run_is_refused_naming_the_field(extra, needle):
+    with pytest.raises(SpecError) as err:
+        spec({"seeds": 3}, **extra)
+    assert needle in str(err.value)
+    assert "race" in str(err.value)
+
+
+def test_a_raced_random_search_draws_through_optunas_random_sampler():
+    searcher = searcher_of(spec({"seeds": 2}, search={"method": "random"}))
+    assert isinstance(searcher, RacingOptunaSearch)
+    assert isinstance(searcher._sampler, optuna.samplers.RandomSampler)
+    assert spec(None, search={"method": "random"}).search.race is None

@@ -1,0 +1,104 @@
+"""Racing each config over seeds during the search (`search.race`).
+
+A config's instances are its trials on seeds seed, seed+1, ... (the same seeds for every
+config, so their first instances compare on one seed). A config runs its next seed only
+while the mean of its scores so far is at least the best fully raced config's mean
+(every seed run); a config that wins by a lucky seed meets its other seeds before it can
+be confirmed. The searcher (RacingOptunaSearch) runs a due config's next seed before it
+asks Optuna for a new one, and tells Optuna a config's mean once its race ends.
+
+The search's ranking (`tuner.seed_stats.race_groups`) orders configs by how many seeds
+they ran without a failure, then by their mean: a config with fewer seeds than the
+race's survivors is not ranked above them (SMAC's incumbent rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def mean_of(scores: list[float]) -> float:
+    """The mean of scores (at least one)."""
+    return sum(scores) / len(scores)
+
+
+def _at_least(value: float, reference: float, mode: str) -> bool:
+    return value >= reference if mode == "max" else value <= reference
+
+
+@dataclass
+class RaceEntry:
+    """One config in the race.
+
+    The values Optuna suggested, the trial Optuna knows it by, its seeds' scores in
+    order (None: a trial stopped early or failed)."""
+
+    config: dict[str, Any]
+    first: str
+    scores: list[float | None] = field(default_factory=list)
+    running: bool = True
+    ended: bool = False
+
+    def finished(self) -> list[float]:
+        """Its scores, each finite (a None ends the race: only finite ones are kept)."""
+        return [s for s in self.scores if s is not None]
+
+
+@dataclass
+class Race:
+    """The searcher's race state.
+
+    Every config's entry, and each trial's (entry, seed index)."""
+
+    seeds: int
+    mode: str
+    entries: list[RaceEntry] = field(default_factory=list)
+    trials: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def reference(self, skip: int) -> float | None:
+        """The best mean among the configs that ran every seed (`skip`: the one judged)."""
+        full = [
+            mean_of(e.finished())
+            for i, e in enumerate(self.entries)
+            if i != skip and len(e.finished()) == self.seeds
+        ]
+        if not full:
+            return None
+        return max(full) if self.mode == "max" else min(full)
+
+    def keeps_racing(self, index: int) -> bool:
+        """Whether entry `index` runs its next seed: every score so far finite, seeds
+        left, and its mean at least the reference (none yet: it races on)."""
+        entry = self.entries[index]
+        if any(s is None for s in entry.scores) or len(entry.scores) >= self.seeds:
+            return False
+        reference = self.reference(index)
+        return reference is None or _at_least(mean_of(entry.finished()), reference, self.mode)
+
+    def due(self) -> int | None:
+        """The entry whose next seed runs next: of those still racing and not running,
+        the best mean; None where none is due."""
+        due = [i for i, e in enumerate(self.entries) if not e.ended and not e.running]
+        if not due:
+            return None
+        sign = 1 if self.mode == "max" else -1
+        return max(due, key=lambda i: (sign * mean_of(self.entries[i].finished()), -i))
+
+    def start(self, trial_id: str, index: int) -> int:
+        """Trial `trial_id` runs entry `index`'s next seed: its seed index."""
+        entry = self.entries[index]
+        entry.running = True
+        self.trials[trial_id] = (index, len(entry.scores))
+        return len(entry.scores)
+
+    def finish(self, trial_id: str, score: float | None) -> RaceEntry | None:
+        """A trial's score; the entry whose race it ends (to tell Optuna), else None."""
+        index, _ = self.trials[trial_id]
+        entry = self.entries[index]
+        entry.running = False
+        entry.scores.append(score)
+        if self.keeps_racing(index):
+            return None
+        entry.ended = True
+        return entry

@@ -1,0 +1,198 @@
+"""The sweep's Optuna searchers: Tune's OptunaSearch told the score the sweep ranks a
+trial by (TunerOptunaSearch), and the same racing each config over seeds
+(RacingOptunaSearch, search.race; its state in tuner.sweep._race)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from ray.tune.search.optuna import OptunaSearch
+
+from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
+from tuner.rllib import INDEX_KEY
+from tuner.sweep._race import Race, RaceEntry, mean_of
+from tuner.tracking import Ranking
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and math.isfinite(value)
+
+
+class TunerOptunaSearch(OptunaSearch):
+    """Tune's OptunaSearch, told only the results that carry the metric, and at a
+    trial's end the score the sweep ranks it by.
+
+    Tune's own raises a KeyError (and ends the sweep) on an intermediate result without
+    the metric: an evaluation metric exists only on the iterations that evaluate
+    (`evaluation.at_end`: the last one). A trial whose final result lacks it is told to
+    Optuna as pruned, as Tune's does. Where the sweep ranks trials by their final
+    deterministic evaluation (`ranking.final_key`), the study is told that score at a
+    trial's end, the number the ranking, the confirmation and a warm start use; a trial
+    stopped before its budget (no such score) is told as pruned, its training returns
+    reported along the way placing it among the pruned."""
+
+    def __init__(
+        self,
+        *args: Any,
+        known: list[tuple[dict[str, Any], float]] | None = None,
+        objectives: list[tuple[str, str]] | None = None,
+        ranking: Ranking | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        # a warm start's earlier (point, score) pairs, told once the space is known
+        self.tuner_known = list(known or [])
+        # several (metric, mode): the study is multi-objective, Tune ranks by the first
+        self.tuner_objectives = list(objectives or [])
+        # where trials are ranked by a final evaluation: what a trial's end is told
+        budget = ranking is not None and (ranking.budget_steps or ranking.budget_iterations)
+        self.tuner_ranking = ranking if budget and ranking.final_key else None
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        """Tune's, with the trial's 0-based index in the order of suggestion (INDEX_KEY):
+        its seed is the spec's seed plus that index, the same on every run of the spec
+        (a searcher's trial id is random).
+
+        Args:
+            trial_id: Tune's trial id.
+
+        Returns:
+            The trial's values and index, or what Tune's returns instead of values.
+        """
+        config = super().suggest(trial_id)
+        if not isinstance(config, dict):
+            return config
+        # a searcher pickled before the index was kept has none yet
+        indices = self.__dict__.setdefault("tuner_indices", {})
+        if trial_id not in indices:
+            indices[trial_id] = len(indices)
+        return {**config, INDEX_KEY: indices[trial_id]}
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        # a multi-objective study takes no intermediate values (Tune's returns on them)
+        if not isinstance(self.metric, list) and self.metric in result:
+            super().on_trial_result(trial_id, result)
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+    ) -> None:
+        """Tune's; a multi-objective result missing one objective's value is told as
+        pruned (Tune's would tell Optuna a None among the values, which it refuses)."""
+        if isinstance(self.metric, list) and result is not None:
+            if not all(_finite(result.get(m)) for m in self.metric):
+                result = None  # Optuna refuses None and NaN among the values
+        if result is not None and not isinstance(self.metric, list):
+            score = self.tuner_score(result)
+            # the score under the metric's name (Tune's reads it there); None: pruned
+            result = None if score is None else {**result, self.metric: score}
+        super().on_trial_complete(trial_id, result, error)
+
+    def tuner_score(self, result: dict[str, Any] | None) -> float | None:
+        """The score a trial's last result gives it: its final evaluation where trials
+        are ranked by it (None for a trial stopped short of its budget), else the
+        metric's value (None where it has none).
+
+        Args:
+            result: The trial's last result (None: it failed).
+
+        Returns:
+            The score, or None.
+        """
+        if result is None:
+            return None
+        # getattr: a searcher pickled before the ranking was kept has no such attribute
+        ranking = getattr(self, "tuner_ranking", None)
+        if ranking is not None:
+            point = (int(result.get(ITERATION_KEY) or 0), int(result.get(STEP_KEY) or 0), result)
+            return ranking.of_curve([point])["score"]
+        value = result.get(self.metric)
+        return float(value) if _finite(value) else None
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict, **spec: Any
+    ) -> bool:
+        """Tune's (with every objective where there are several: Tune passes the first),
+        then the warm start's earlier trials told to the study as completed."""
+        # getattr: a searcher pickled before objectives existed has no such attribute
+        objectives = getattr(self, "tuner_objectives", [])
+        if objectives:
+            metric = [m for m, _ in objectives]  # type: ignore[assignment]
+            mode = [m for _, m in objectives]  # type: ignore[assignment]
+        done = super().set_search_properties(metric, mode, config, **spec)
+        if done:
+            for point, score in self.tuner_known:
+                self.add_evaluated_point(point, score)
+            self.tuner_known = []
+        return done
+
+
+class RacingOptunaSearch(TunerOptunaSearch):
+    """TunerOptunaSearch racing each config over `race_seeds` seeds (module docstring).
+
+    A trial's index (INDEX_KEY, its seed: spec seed + index) is its seed index within
+    its config. Optuna knows a config by its first trial; it is told the config's mean
+    score once its race ends (None, pruned: a seed stopped early or failed)."""
+
+    def __init__(self, *args: Any, race_seeds: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tuner_race = Race(seeds=race_seeds, mode=kwargs.get("mode") or "max")
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict, **spec: Any
+    ) -> bool:
+        """TunerOptunaSearch's; the race ranks by the sweep's mode."""
+        done = super().set_search_properties(metric, mode, config, **spec)
+        if done and mode:
+            self.tuner_race.mode = mode
+        return done
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        """A due config's next seed, else Optuna's next config on the first seed.
+
+        Args:
+            trial_id: Tune's trial id.
+
+        Returns:
+            The trial's values and seed index, or what Optuna's search returns instead.
+        """
+        race = self.tuner_race
+        if trial_id in race.trials:  # asked again for the same trial (a restore)
+            index, seed_index = race.trials[trial_id]
+            return {**race.entries[index].config, INDEX_KEY: seed_index}
+        due = race.due()
+        if due is not None:
+            seed_index = race.start(trial_id, due)
+            return {**race.entries[due].config, INDEX_KEY: seed_index}
+        config = super().suggest(trial_id)
+        if not isinstance(config, dict):
+            return config
+        values = {k: v for k, v in config.items() if k != INDEX_KEY}
+        race.entries.append(RaceEntry(config=values, first=trial_id))
+        race.trials[trial_id] = (len(race.entries) - 1, 0)
+        return {**values, INDEX_KEY: 0}
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        # Optuna's trial is the config's first seed's: later seeds report nothing to it
+        if self.tuner_race.trials.get(trial_id, (0, 0))[1] == 0:
+            super().on_trial_result(trial_id, result)
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+    ) -> None:
+        """The trial's score into the race; where the race of its config ends, Optuna
+        is told the config's mean over its seeds."""
+        race = self.tuner_race
+        if trial_id not in race.trials:
+            super().on_trial_complete(trial_id, result, error)
+            return
+        score = self.tuner_score(result)
+        ended = race.finish(trial_id, score)
+        if ended is None:
+            return
+        scores = ended.finished()
+        told = None
+        if len(scores) == len(ended.scores) and scores:
+            told = {self.metric: mean_of(scores)}
+        OptunaSearch.on_trial_complete(self, ended.first, told, error and told is None)
