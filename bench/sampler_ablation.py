@@ -13,6 +13,7 @@ in `search.sampler`:
                 (TUNER_OPTUNA_TOLD=train): what the default learned from before
     race2       optuna-own, each config raced over up to 2 seeds (search.race)
     race3       optuna-own, each config raced over up to 3 seeds
+    random-race2  random, each config raced over up to 2 seeds
 
 Every arm runs the same search seeds (0, 1, ..); each search's best config is then run
 on `--seeds` fresh seeds (the spec's confirmation, disjoint from the search's), each
@@ -24,7 +25,8 @@ the confirmed means over the search seeds, their spread, and the ratio to optuna
 (for negative returns the ratio is optuna-own's over the arm's, so > 1 is better).
 
     .venv/bin/python bench/sampler_ablation.py [--task cartpole-ppo] [--trials 16]
-        [--steps 20000] [--searches 3] [--seeds 3] [--arms tpe,optuna-own]
+        [--steps 20000] [--searches 3] [--seeds 3] [--arms tpe,optuna-own,race2]
+        [--scheduler fifo|asha|median]
 """
 
 from __future__ import annotations
@@ -49,21 +51,31 @@ ARMS: dict[str, dict[str, Any] | None] = {
     "told-train": {"type": "tpe", "n_startup_trials": 10},
     "race2": {"type": "tpe", "n_startup_trials": 10},
     "race3": {"type": "tpe", "n_startup_trials": 10},
+    "random-race2": None,
 }
 # arms that differ from their sampler's arm in the spec's `search` besides the sampler
 ARM_SEARCH: dict[str, dict[str, Any]] = {
     "race2": {"race": {"seeds": 2}},
     "race3": {"race": {"seeds": 3}},
+    "random-race2": {"race": {"seeds": 2}},
 }
 # arms that differ from their sampler's arm in the environment of `tuner run` only
 ARM_ENV: dict[str, dict[str, str]] = {"told-train": {"TUNER_OPTUNA_TOLD": "train"}}
 
 
 def arm_spec(
-    task_name: str, arm: str, trials: int, steps: int, seed: int, seeds: int
+    task_name: str,
+    arm: str,
+    trials: int,
+    steps: int,
+    seed: int,
+    seeds: int,
+    scheduler: str = "fifo",
 ) -> dict[str, Any]:
     """The task's search spec with the arm's sampler and a confirmation of its best."""
     spec = search_spec(TASKS[task_name], trials, steps, seed)
+    if scheduler != "fifo":  # as the README writes it: the budget-aware defaults apply
+        spec["scheduler"] = {"type": scheduler}
     spec["name"] = f"sampler-{arm}"
     if ARMS[arm] is None:
         spec["search"]["method"] = "random"
@@ -92,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--searches", type=int, default=3, help="search seeds per arm")
     parser.add_argument("--seeds", type=int, default=3, help="fresh seeds per best config")
     parser.add_argument("--arms", default="optuna-own,tpe,gp,random")
+    parser.add_argument("--scheduler", choices=["fifo", "asha", "median"], default="fifo")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
@@ -100,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--arms: unknown {unknown}; known: {sorted(ARMS)}")
     print(
-        f"sampler ablation: {args.task}, {args.trials} trials x {args.steps:,} env steps, "
+        f"sampler ablation: {args.task} ({args.scheduler}), {args.trials} trials x "
+        f"{args.steps:,} env steps, "
         f"{args.searches} search seeds per arm, best config on {args.seeds} fresh seeds"
     )
     tmp = Path(tempfile.mkdtemp(prefix="bench-sampler-"))
@@ -109,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for seed in range(args.searches):  # arms interleaved: load drifts evenly
             for arm in arms:
-                spec = arm_spec(args.task, arm, args.trials, args.steps, seed, args.seeds)
+                spec = arm_spec(
+                    args.task, arm, args.trials, args.steps, seed, args.seeds, args.scheduler
+                )
                 started, where = time.time(), tmp / f"{arm}-{seed}"
                 where.mkdir()
                 result, wall = tuner_run(where, "run", spec, args.timeout, ARM_ENV.get(arm))
@@ -142,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     for arm in arms:
         if base and scores[arm] and arm != "optuna-own":
             value = ratio(statistics.mean(scores[arm]), statistics.mean(base))
-            print(f"RATIO sampler.{args.task}.{arm} = {value:.2f}")
+            where = "" if args.scheduler == "fifo" else f".{args.scheduler}"
+            print(f"RATIO sampler.{args.task}{where}.{arm} = {value:.2f}")
     return 0 if all(scores[a] for a in arms) else 1
 
 
