@@ -170,6 +170,34 @@ def test_a_raced_searchs_best_so_far_is_its_configs_mean_not_a_lucky_seed(sweep)
     assert best["trial_id"] == "t_00003"  # the worse of the two middle seeds
 
 
+def test_a_raced_seed_that_ended_without_a_score_counts_as_stopped_live_too(sweep):
+    """A config whose second seed ended short of its budget ranks below a config that
+    ran its seeds without a stop, live as in the driver's summary."""
+    store, url, _, exp_id = sweep
+    spec = parse_spec(
+        {
+            **SPEC,
+            "search": {**SPEC["search"], "race": {"seeds": 2}},
+            "metric": EVAL,
+            "scope": "last",
+            "evaluation": {"at_end": True, "duration": 2},
+        }
+    )
+    rec = recorder(url, exp_id, spec)
+    ev = {"evaluation": {"env_runners": {"episode_return_mean": 300.0}}}
+    lower = {"evaluation": {"env_runners": {"episode_return_mean": 250.0}}}
+    runs = [(0, 0.001, 0, 16, ev), (1, 0.001, 1, 3, {}), (2, 0.01, 0, 16, lower)]
+    for i, lr, index, iteration, extra in runs:
+        t = SimpleNamespace(
+            trial_id=f"t_{i:05d}", config={"lr": lr, "_tuner_index": index}, error_file=None
+        )
+        rec.on_trial_start(0, [], t)
+        rec.on_trial_result(0, [], t, result(iteration, 5.0, **extra))
+        rec.on_trial_complete(0, [], t)  # t_00001 stopped at iteration 3 of 16
+    best = store.get_experiment(exp_id).best
+    assert best["config"] == {"lr": 0.01}  # 250 on a whole race, above 300 and a stop
+
+
 def test_objective_values_are_live_for_the_pareto_chart(sweep):
     store, url, _, exp_id = sweep
     objectives = [{"metric": METRIC, "mode": "max"}, {"metric": "time_total_s", "mode": "min"}]

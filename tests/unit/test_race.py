@@ -121,7 +121,7 @@ def test_due_configs_run_best_mean_first_and_the_reference_is_a_full_race():
     assert race.reference(skip=1) == 290.0
     assert race.keeps_racing(1)
     assert race.keeps_racing(2)
-    assert race.due() == 2  # c's mean is the higher
+    assert race.due() == (2, [])  # c's mean is the higher
     race.trials["d0"] = (3, 0)
     ended = race.finish("d0", 280.0)  # below 290
     assert ended is race.entries[3]
@@ -209,3 +209,83 @@ def test_a_raced_random_search_draws_through_optunas_random_sampler():
     assert isinstance(searcher, RacingOptunaSearch)
     assert isinstance(searcher._sampler, optuna.samplers.RandomSampler)
     assert spec(None, search={"method": "random"}).search.race is None
+
+
+def test_a_config_due_before_the_reference_rose_is_judged_again_when_its_seed_is_due():
+    """Three configs end their first seed before any is fully raced: all are due. Once
+    one is raced to 100, the two that scored 10 and 5 do not run their second seeds."""
+    searcher = searcher_of(spec({"seeds": 2}))
+    firsts = {}
+    for tid in ("a0", "b0", "c0"):
+        firsts[tid] = values(searcher.suggest(tid))  # three at once
+    for tid, score in (("a0", 100.0), ("b0", 10.0), ("c0", 5.0)):
+        finish(searcher, tid, score)
+    a1 = searcher.suggest("a1")
+    assert values(a1) == firsts["a0"]
+    assert a1[INDEX_KEY] == 1
+    finish(searcher, "a1", 100.0)
+    d0 = searcher.suggest("d0")  # b and c trail 100: their races end, a new config runs
+    assert d0[INDEX_KEY] == 0
+    assert values(d0) not in firsts.values()
+    told = [(t.state, t.value) for t in searcher._ot_study.trials[:3]]
+    assert told == [
+        (optuna.trial.TrialState.COMPLETE, 100.0),
+        (optuna.trial.TrialState.COMPLETE, 10.0),
+        (optuna.trial.TrialState.COMPLETE, 5.0),
+    ]
+
+
+def test_without_a_final_evaluation_a_seed_is_scored_over_its_curve_as_the_summary_scores_it():
+    """Ranked by the metric under scope (last-5-avg), not its last value: the seed's
+    score is the mean of its last five iterations' returns."""
+    s = spec({"seeds": 2}, stop={"training_iteration": 6}, evaluation={"at_end": False})
+    searcher = searcher_of(s)
+    searcher.suggest("a0")
+    returns = [10.0, 20.0, 30.0, 40.0, 50.0, 500.0]
+    for i, value in enumerate(returns, start=1):
+        searcher.on_trial_result("a0", {TRAIN: value, ITERATION_KEY: i, STEP_KEY: i * 100})
+    searcher.on_trial_complete("a0", {TRAIN: 500.0, ITERATION_KEY: 6, STEP_KEY: 600})
+    assert searcher.tuner_race.entries[0].scores == [pytest.approx(sum(returns[1:]) / 5)]
+
+
+def test_a_seed_that_ends_again_replaces_its_score_and_optuna_is_told_once():
+    searcher = searcher_of(spec({"seeds": 2}))
+    searcher.suggest("a0")
+    finish(searcher, "a0", 100.0)
+    searcher.suggest("a1")
+    searcher.on_trial_complete("a1", None, error=True)  # failed: the race ends, pruned
+    searcher.on_trial_complete("a1", None, error=True)  # an errored trial resumed, again
+    assert searcher.tuner_race.entries[0].scores == [100.0, None]
+    assert [t.state for t in searcher._ot_study.trials] == [optuna.trial.TrialState.FAIL]
+
+
+def test_a_config_optuna_draws_again_is_not_a_second_race_of_it():
+    """A space of choices only: Optuna's random start draws a config again. It is told
+    what that config scored so far and draws another; once every config is drawn and
+    raced, the search is finished."""
+    s = spec(
+        {"seeds": 2},
+        search={"space": {"gamma": {"choice": [0.9, 0.99]}}, "num_samples": 8},
+    )
+    searcher = searcher_of(s)
+    seen = []
+    for i in range(4):
+        out = searcher.suggest(f"t{i}")
+        assert isinstance(out, dict)
+        seen.append((values(out)["gamma"], out[INDEX_KEY]))
+        finish(searcher, f"t{i}", 100.0)
+    assert sorted(seen) == [(0.9, 0), (0.9, 1), (0.99, 0), (0.99, 1)]
+    assert searcher.suggest("t4") == "FINISHED"
+    assert len(searcher.tuner_race.entries) == 2
+
+
+def test_a_function_trainables_seed_is_its_searchers_index(monkeypatch):
+    from types import SimpleNamespace
+
+    from ray import tune
+
+    from tuner.rllib._custom import _seeded
+
+    context = SimpleNamespace(get_trial_id=lambda: "a1b2c3d4")  # a searcher's random id
+    monkeypatch.setattr(tune, "get_context", lambda: context)
+    assert _seeded({"seed": 5, INDEX_KEY: 1, "lr": 0.1}) == {"seed": 6, "lr": 0.1}

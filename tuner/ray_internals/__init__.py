@@ -61,6 +61,8 @@ from tuner.ray_internals._ray import no_prestarted_workers
 from tuner.ray_internals._tune import (
     PB2ConfigHook,
     forget_pending_decisions,
+    optuna_forget,
+    optuna_told,
     pb2_bounded_keys,
     rebuild_in_place,
     result_grid_trials,
@@ -68,6 +70,8 @@ from tuner.ray_internals._tune import (
 )
 
 __all__ = [
+    "optuna_forget",
+    "optuna_told",
     "DQN_EXPLORATION_SOURCE",
     "LEARNER_UPDATE_SOURCE",
     "MODEL_CONFIG_KEY",

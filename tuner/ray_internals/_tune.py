@@ -89,3 +89,15 @@ def forget_pending_decisions(experiment_path: str) -> int:
             f.write(json.dumps(state).encode())
         dropped += pending
     return dropped
+
+
+def optuna_told(searcher: Any, trial_id: str) -> bool:
+    """Whether Tune's OptunaSearch `searcher` told its study the end of `trial_id`."""
+    return trial_id in searcher._completed_trials
+
+
+def optuna_forget(searcher: Any, trial_id: str) -> None:
+    """Forgets the study trial of `trial_id` (told already): the searcher's next suggest
+    for that Tune trial asks the study for a new one."""
+    searcher._completed_trials.discard(trial_id)
+    searcher._ot_trials.pop(trial_id, None)

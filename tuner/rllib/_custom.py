@@ -26,7 +26,13 @@ from ray import tune
 from ray.tune.result import TRIAL_INFO
 
 from tuner.rllib._envs import load_object
-from tuner.rllib._trial_config import CONFIRM_KEY, seeded_config, trial_index, trial_seed
+from tuner.rllib._trial_config import (
+    CONFIRM_KEY,
+    INDEX_KEY,
+    search_index,
+    seeded_config,
+    trial_seed,
+)
 from tuner.spec import ExperimentSpec
 
 KINDS = ("Trainable subclass", "function", "generator function")
@@ -76,7 +82,9 @@ def _seeded(config: dict[str, Any]) -> dict[str, Any]:
     trial_id = tune.get_context().get_trial_id()
     if trial_id is None:
         return config
-    return {**config, "seed": trial_seed(int(config.get("seed") or 0), trial_index(trial_id))}
+    # a searcher's trial: the index it set (INDEX_KEY), as seed_of records it
+    seed = trial_seed(int(config.get("seed") or 0), search_index(config, trial_id))
+    return {**{k: v for k, v in config.items() if k != INDEX_KEY}, "seed": seed}
 
 
 def _run_function(path: str, config: dict[str, Any]) -> None:

@@ -200,8 +200,9 @@ class ExperimentSpec(_Model):
         ge=0,
         lt=2**31,
         description="Base seed; trial i gets seed + i (an optuna trial: i is its place in the "
-        "order the searcher suggests trials), so the same spec trains the same seeds on "
-        "every run; recorded with the trial.",
+        "order the searcher suggests trials; with search.race, the seed's place within its "
+        "config), so the same spec trains the same seeds on every run; recorded with the "
+        "trial.",
     )
 
     @field_validator("name")

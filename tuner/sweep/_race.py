@@ -76,14 +76,31 @@ class Race:
         reference = self.reference(index)
         return reference is None or _at_least(mean_of(entry.finished()), reference, self.mode)
 
-    def due(self) -> int | None:
-        """The entry whose next seed runs next: of those still racing and not running,
-        the best mean; None where none is due."""
-        due = [i for i, e in enumerate(self.entries) if not e.ended and not e.running]
+    def due(self) -> tuple[int | None, list[RaceEntry]]:
+        """The entry whose next seed runs next, and the entries whose races end now.
+
+        Of the entries still racing and not running, each is judged again against the
+        reference as it is now (a config that kept up when its seed ended may trail a
+        config raced since): those that trail end; of the rest, the best mean runs next.
+
+        Returns:
+            (its index, or None where none is due; the entries that ended).
+        """
+        ended = []
+        due = []
+        for i, e in enumerate(self.entries):
+            if e.ended or e.running:
+                continue
+            if self.keeps_racing(i):
+                due.append(i)
+            else:
+                e.ended = True
+                ended.append(e)
         if not due:
-            return None
+            return None, ended
         sign = 1 if self.mode == "max" else -1
-        return max(due, key=lambda i: (sign * mean_of(self.entries[i].finished()), -i))
+        best = max(due, key=lambda i: (sign * mean_of(self.entries[i].finished()), -i))
+        return best, ended
 
     def start(self, trial_id: str, index: int) -> int:
         """Trial `trial_id` runs entry `index`'s next seed: its seed index."""
@@ -93,12 +110,22 @@ class Race:
         return len(entry.scores)
 
     def finish(self, trial_id: str, score: float | None) -> RaceEntry | None:
-        """A trial's score; the entry whose race it ends (to tell Optuna), else None."""
-        index, _ = self.trials[trial_id]
+        """A trial's score at its seed's place; the entry whose race it ends (to tell
+        Optuna), else None. A seed that ends again (an errored trial resumed) replaces
+        its score; an entry whose race has ended is not told again."""
+        index, seed_index = self.trials[trial_id]
         entry = self.entries[index]
         entry.running = False
-        entry.scores.append(score)
-        if self.keeps_racing(index):
+        if seed_index < len(entry.scores):
+            entry.scores[seed_index] = score
+        else:
+            entry.scores.append(score)
+        if entry.ended or self.keeps_racing(index):
             return None
         entry.ended = True
         return entry
+
+    def entry_of(self, config: dict[str, Any]) -> int | None:
+        """The entry that races `config` already (Optuna may draw a config twice from a
+        space of choices), else None."""
+        return next((i for i, e in enumerate(self.entries) if e.config == config), None)

@@ -8,9 +8,11 @@ import math
 import numbers
 from typing import Any
 
+from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
+from tuner.ray_internals import optuna_forget, optuna_told
 from tuner.rllib import INDEX_KEY
 from tuner.sweep._race import Race, RaceEntry, mean_of
 from tuner.tracking import Ranking
@@ -133,11 +135,22 @@ class RacingOptunaSearch(TunerOptunaSearch):
 
     A trial's index (INDEX_KEY, its seed: spec seed + index) is its seed index within
     its config. Optuna knows a config by its first trial; it is told the config's mean
-    score once its race ends (None, pruned: a seed stopped early or failed)."""
+    score once its race ends (None, pruned: a seed failed, or, ranked by the final
+    evaluation, was stopped before its budget). A seed's score is the sweep's
+    (`race_ranking`, as the summary scores it: the final evaluation, else the metric
+    under scope over the seed's whole curve)."""
 
-    def __init__(self, *args: Any, race_seeds: int, **kwargs: Any) -> None:
+    # draws of a config already racing before one is taken as that config's next seed
+    REDRAWS = 20
+
+    def __init__(
+        self, *args: Any, race_seeds: int, race_ranking: Ranking | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.tuner_race = Race(seeds=race_seeds, mode=kwargs.get("mode") or "max")
+        self.race_ranking = race_ranking
+        # trial id -> {iteration: (env steps, the ranking's values reported then)}
+        self.race_curves: dict[str, dict[int, tuple[int, dict[str, float]]]] = {}
 
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
@@ -161,22 +174,69 @@ class RacingOptunaSearch(TunerOptunaSearch):
         if trial_id in race.trials:  # asked again for the same trial (a restore)
             index, seed_index = race.trials[trial_id]
             return {**race.entries[index].config, INDEX_KEY: seed_index}
-        due = race.due()
+        due, ended = race.due()
+        for entry in ended:
+            self._tell(entry)
         if due is not None:
-            seed_index = race.start(trial_id, due)
-            return {**race.entries[due].config, INDEX_KEY: seed_index}
-        config = super().suggest(trial_id)
-        if not isinstance(config, dict):
-            return config
-        values = {k: v for k, v in config.items() if k != INDEX_KEY}
-        race.entries.append(RaceEntry(config=values, first=trial_id))
-        race.trials[trial_id] = (len(race.entries) - 1, 0)
-        return {**values, INDEX_KEY: 0}
+            return {**race.entries[due].config, INDEX_KEY: race.start(trial_id, due)}
+        for _ in range(self.REDRAWS):
+            config = super().suggest(trial_id)
+            if not isinstance(config, dict):
+                return config
+            values = {k: v for k, v in config.items() if k != INDEX_KEY}
+            if race.entry_of(values) is None:
+                race.entries.append(RaceEntry(config=values, first=trial_id))
+                race.trials[trial_id] = (len(race.entries) - 1, 0)
+                return {**values, INDEX_KEY: 0}
+            # a config already in the race: Optuna is told what that config scored so
+            # far (nothing yet: failed), and draws again
+            known = race.entries[race.entry_of(values) or 0].finished()
+            value = mean_of(known) if known else None
+            OptunaSearch.on_trial_complete(
+                self, trial_id, {self.metric: value} if known else None, error=not known
+            )
+            optuna_forget(self, trial_id)
+        # every draw repeats a config: run that config's next seed if it has one left
+        index = race.entry_of(values)
+        assert index is not None
+        entry = race.entries[index]
+        if not entry.running and len(entry.scores) < race.seeds:
+            entry.ended = False
+            return {**entry.config, INDEX_KEY: race.start(trial_id, index)}
+        # nothing new to draw: done once nothing runs (a later end may make a seed due)
+        return None if any(e.running for e in race.entries) else Searcher.FINISHED
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        ranking = getattr(self, "race_ranking", None)
+        if ranking is not None and trial_id in self.tuner_race.trials:
+            values = {}
+            for key in ranking.keys:
+                value = result.get(key)
+                if _finite(value):
+                    values[key] = float(value)
+            iteration = int(result.get(ITERATION_KEY) or 0)
+            curve = self.race_curves.setdefault(trial_id, {})
+            for later in [i for i in curve if i >= iteration]:  # retried from a checkpoint
+                del curve[later]
+            curve[iteration] = (int(result.get(STEP_KEY) or 0), values)
         # Optuna's trial is the config's first seed's: later seeds report nothing to it
         if self.tuner_race.trials.get(trial_id, (0, 0))[1] == 0:
             super().on_trial_result(trial_id, result)
+
+    def race_score(self, trial_id: str, result: dict[str, Any] | None) -> float | None:
+        """A seed's score as the sweep's summary scores it (its whole curve under the
+        sweep's ranking); without the ranking, TunerOptunaSearch's."""
+        ranking = getattr(self, "race_ranking", None)
+        if result is None:
+            return None
+        if ranking is None:
+            return self.tuner_score(result)
+        curve = self.race_curves.get(trial_id, {})
+        points = [(i, steps, values) for i, (steps, values) in sorted(curve.items())]
+        if not points:  # no result reported before its end: the last one alone
+            values = {k: float(result[k]) for k in ranking.keys if _finite(result.get(k))}
+            points = [(int(result.get(ITERATION_KEY) or 0), int(result.get(STEP_KEY) or 0), values)]
+        return ranking.of_curve(points)["score"]
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
@@ -187,12 +247,18 @@ class RacingOptunaSearch(TunerOptunaSearch):
         if trial_id not in race.trials:
             super().on_trial_complete(trial_id, result, error)
             return
-        score = self.tuner_score(result)
-        ended = race.finish(trial_id, score)
-        if ended is None:
+        ended = race.finish(trial_id, None if error else self.race_score(trial_id, result))
+        self.race_curves.pop(trial_id, None)
+        if ended is not None:
+            self._tell(ended, error)
+
+    def _tell(self, entry: RaceEntry, error: bool = False) -> None:
+        """Optuna is told a config's mean over its seeds (pruned: one of them has no
+        score), once: the config's race has ended."""
+        if optuna_told(self, entry.first):
             return
-        scores = ended.finished()
+        scores = entry.finished()
         told = None
-        if len(scores) == len(ended.scores) and scores:
+        if len(scores) == len(entry.scores) and scores:
             told = {self.metric: mean_of(scores)}
-        OptunaSearch.on_trial_complete(self, ended.first, told, error and told is None)
+        OptunaSearch.on_trial_complete(self, entry.first, told, error and told is None)

@@ -182,7 +182,8 @@ def _search_alg(
         race: dict[str, Any] = {}
         searcher: type[TunerOptunaSearch] = TunerOptunaSearch
         if spec.search.race is not None:
-            searcher, race = RacingOptunaSearch, {"race_seeds": spec.search.race.seeds}
+            searcher = RacingOptunaSearch
+            race = {"race_seeds": spec.search.race.seeds, "race_ranking": sweep_ranking(spec)}
         return searcher(
             sampler=optuna_sampler(spec, space),
             points_to_evaluate=[flat_point(params, v) for v in first] or None,

@@ -194,11 +194,14 @@ class StoreRecorder(Callback):
         # search trials' (score, train_score), of every attempt (None until read)
         self._scores: dict[str, tuple[float | None, float | None]] | None = None
         self._rows: dict[str, dict[str, Any]] = {}  # trial id -> {config, seed, tune}
+        # search trials that ended (finished or failed for now): a raced config's seed
+        # without a score then counts as stopped, as the summary counts it
+        self._ended: set[str] = set()
         self._best_written: tuple[Any, ...] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_store", "_curves", "_scores", "_rows", "_best_written"):
+        for key in ("_store", "_curves", "_scores", "_rows", "_best_written", "_ended"):
             state.pop(key, None)
         return state
 
@@ -297,6 +300,8 @@ class StoreRecorder(Callback):
                 if row.stage == STAGE_SEARCH:
                     self._scores[row.trial_id] = (row.score, row.train_score)
                     self._rows[row.trial_id] = {"config": row.config, "seed": row.seed}
+                    if row.status in (TrialStatus.TERMINATED, TrialStatus.ERROR):
+                        self._ended.add(row.trial_id)
         self._scores[trial.trial_id] = (score, train_score)
         self._rows[trial.trial_id] = {
             "config": sampled_values(trial.config, self.space_keys),
@@ -334,7 +339,7 @@ class StoreRecorder(Callback):
                 train_score=train,
             )
             for tid, (score, train) in sorted(self._scores.items())
-            if score is not None and tid in self._rows
+            if (score is not None or tid in self._ended) and tid in self._rows
         ]
         top = next((g for g in race_groups(views, self.mode) if g.mean is not None), None)
         if top is None:
@@ -377,6 +382,17 @@ class StoreRecorder(Callback):
         self._upsert(trial, status=TrialStatus.TERMINATED)
         if stage_of(trial.config) == STAGE_SEARCH:
             self._update_importance()
+            self._race_seed_ended(trial)
+
+    def _race_seed_ended(self, trial: Any) -> None:
+        """A raced search's seed ended: without a score it now counts as stopped."""
+        self._ended.add(trial.trial_id)
+        raced = self.spec is not None and self.spec.search.race is not None
+        if raced and self._scores is not None and trial.trial_id in self._scores:
+            try:
+                self._note_race()
+            except Exception as err:  # noqa: BLE001 - a live summary never fails the sweep
+                logger.warning("best trial so far not written: %r", err)
 
     def _update_importance(self) -> None:
         """The sweep's hyperparameter importance over the search trials finished so far,
@@ -401,10 +417,13 @@ class StoreRecorder(Callback):
             error=_error_text(trial),
             retries=retries_of(trial.num_failures, True),
         )
+        if stage_of(trial.config) == STAGE_SEARCH:
+            self._race_seed_ended(trial)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         """A failed trial Tune restarts from its last checkpoint: PENDING until it runs
         again, its error and retry count kept."""
+        self._ended.discard(trial.trial_id)
         self._upsert(
             trial,
             status=TrialStatus.PENDING,
