@@ -8,16 +8,15 @@ from __future__ import annotations
 import optuna
 import pytest
 
+from tests.unit.test_optuna_told import searcher_of
 from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
 from tuner.rllib import INDEX_KEY, seed_of
 from tuner.seed_stats import race_groups
-from tuner.spec import SpecError, parse_spec, resolve_space
-from tuner.sweep import param_space
+from tuner.spec import SpecError, parse_spec
 from tuner.sweep._confirm import pick_candidates
 from tuner.sweep._race import Race, RaceEntry
 from tuner.sweep._searchers import RacingOptunaSearch
 from tuner.sweep._summary import race_best
-from tuner.sweep._tuner import _search_alg
 from tuner.views import SweepSummary, TrialView
 
 TRAIN = "env_runners/episode_return_mean"
@@ -39,13 +38,6 @@ def spec(race: dict | None = None, **extra):
         **extra,
     }
     return parse_spec(body)
-
-
-def searcher_of(s):
-    space = resolve_space(s)
-    searcher = _search_alg(s, space)
-    assert searcher.set_search_properties(s.metric, s.mode, param_space(s, space))
-    return searcher
 
 
 def finish(searcher, trial_id: str, score: float | None) -> None:
