@@ -80,7 +80,15 @@ class RaceGroup:
     representative: TrialView
 
 
-def _config_key(values: dict[str, Any]) -> str:
+def values_key(values: dict[str, Any]) -> str:
+    """A config's sampled values as one comparable key (the same config, the same key).
+
+    Args:
+        values: The sampled values.
+
+    Returns:
+        The key.
+    """
     return json.dumps(values, sort_keys=True, default=str)
 
 
@@ -104,7 +112,7 @@ def race_groups(trials: list[TrialView], mode: str) -> list[RaceGroup]:
     by_key: dict[str, list[TrialView]] = {}
     for t in trials:
         if t.stage == STAGE_SEARCH:
-            by_key.setdefault(_config_key(t.config), []).append(t)
+            by_key.setdefault(values_key(t.config), []).append(t)
     groups = []
     for key, members in by_key.items():
         members.sort(key=lambda t: (t.seed is None, t.seed or 0, t.trial_id))

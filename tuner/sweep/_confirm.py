@@ -4,19 +4,14 @@ et al. 2021, "rliable"). A single-seed winner is often luck; this says how much.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
 from tuner.rllib import trial_seed
-from tuner.seed_stats import median_trial, race_groups, stats
+from tuner.seed_stats import median_trial, race_groups, stats, values_key
 from tuner.spec import ExperimentSpec
 from tuner.views import ConfirmedConfig, SweepSummary, TrialView
-
-
-def _key(values: dict[str, Any]) -> str:
-    return json.dumps(values, sort_keys=True, default=str)
 
 
 def pick_candidates(spec: ExperimentSpec, search: SweepSummary) -> list[TrialView]:
@@ -35,8 +30,8 @@ def pick_candidates(spec: ExperimentSpec, search: SweepSummary) -> list[TrialVie
         done = [by_id[m.trial_id] for m in search.pareto if m.trial_id in by_id]
     out, seen = [], set()
     for trial in done:
-        if _key(trial.config) not in seen:
-            seen.add(_key(trial.config))
+        if values_key(trial.config) not in seen:
+            seen.add(values_key(trial.config))
             out.append(trial)
         if len(out) == spec.confirm.top_k:
             break
@@ -74,10 +69,10 @@ def confirmed_configs(
 ) -> list[ConfirmedConfig]:
     """Each candidate's scores over its seeds (`scores`: confirmation trial id -> score),
     its statistics and median-score trial; best mean first."""
-    by_run = {(_key(t.config), t.seed): t for t in trials if t.stage == STAGE_CONFIRM}
+    by_run = {(values_key(t.config), t.seed): t for t in trials if t.stage == STAGE_CONFIRM}
     out = []
     for cand in candidates:
-        runs = [by_run.get((_key(cand.config), s)) for s in seeds]
+        runs = [by_run.get((values_key(cand.config), s)) for s in seeds]
         per_seed = [scores.get(t.trial_id) if t else None for t in runs]
         finite = [x for x in per_seed if x is not None and math.isfinite(x)]
         numbers = stats(finite, seed=spec.seed)
