@@ -298,9 +298,24 @@ def lean_target_updates(learner: Any) -> bool:
     return True
 
 
+def zero_grads_to_none(optimizer: Any, set_to_none: bool = True) -> None:
+    """torch's `Optimizer.zero_grad(set_to_none=True)`: every gradient set to None, without
+    its dynamo guard and profiler range (a tenth of a small DQN update's Python time)."""
+    if not set_to_none:
+        type(optimizer).zero_grad(optimizer, set_to_none)
+        return
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if param.grad is not None:
+                param.grad = None
+
+
 def fuse_adam(learner: Any) -> None:
     """Every torch Adam of the Learner steps with the fused kernel (again after a
-    checkpoint's optimizer state put its own param_groups over them)."""
+    checkpoint's optimizer state put its own param_groups over them), its gradients set
+    to None without torch's per-call guards (`zero_grads_to_none`)."""
+    import functools
+
     import torch
 
     for module_id in list(learner.module.keys()):
@@ -309,6 +324,7 @@ def fuse_adam(learner: Any) -> None:
                 for group in optimizer.param_groups:
                     if not group.get("differentiable"):
                         group.update(fused=True, foreach=None)
+                optimizer.zero_grad = functools.partial(zero_grads_to_none, optimizer)
 
 
 def learner_compile_skips_modules(source: str | None = None) -> bool:

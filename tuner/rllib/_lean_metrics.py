@@ -33,6 +33,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.policy.sample_batch import MultiAgentBatch
 
 from tuner.ray_internals import single_batch_update, update_then_reduce
+from tuner.rllib._lean_dqn import LeanDQNLoss
 from tuner.rllib._lean_ppo import lean_loss_on
 from tuner.rllib._metrics_recorder import MetricsRecorder
 
@@ -137,8 +138,9 @@ class DeferredUpdateMetrics:
             recorder.flush()
 
 
-class LeanDQNTorchLearner(DeferredUpdateMetrics, DQNTorchLearner):
-    """DQNTorchLearner whose update metrics are logged once per reduce (the same values)."""
+class LeanDQNTorchLearner(DeferredUpdateMetrics, LeanDQNLoss, DQNTorchLearner):
+    """DQNTorchLearner whose update metrics are logged once per reduce and whose loss
+    is computed without RLlib's per-update overhead (the same values)."""
 
 
 class LeanSACTorchLearner(DeferredUpdateMetrics, SACTorchLearner):

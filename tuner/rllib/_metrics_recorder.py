@@ -82,6 +82,44 @@ class _Merged:
         return value
 
 
+class _Rows:
+    """Several window=1 stats of each update kept as one float64 row (one copy an
+    update, not one per stat); each column reported as its `_Merged` mean would be."""
+
+    def __init__(self) -> None:
+        self.rows: list[torch.Tensor] = []
+        self._means: list[Any] | None = None
+
+    def add(self, row: torch.Tensor) -> None:
+        self.rows.append(row.detach().to(torch.float64, copy=True).reshape(-1))
+        self._means = None
+
+    def mean(self, column: int) -> Any:
+        if self._means is None:
+            numbers = torch.stack(self.rows)
+            missing = torch.isnan(numbers)
+            totals = torch.where(missing, 0.0, numbers).sum(dim=0)
+            counts = (~missing).sum(dim=0)
+            # the NaN-skipping mean; NaN where every value was NaN, as RLlib's
+            self._means = [
+                (total / count).item() if count else float("nan")
+                for total, count in zip(totals, counts, strict=True)
+            ]
+        return self._means[column]
+
+
+class _Column:
+    """One stat of a `_Rows` group, logged at the flush as a window=1 mean."""
+
+    def __init__(self, rows: _Rows, column: int) -> None:
+        self.kwargs: dict[str, Any] = {"reduce": "mean", "window": 1}
+        self.rows = rows
+        self.column = column
+
+    def value(self) -> Any:
+        return self.rows.mean(self.column)
+
+
 class MetricsRecorder:
     """Stands in for a Learner's MetricsLogger while it updates: keeps the log calls
     (each key's first-seen order) and passes every other use on to the real logger.
@@ -97,6 +135,7 @@ class MetricsRecorder:
         self.drop: frozenset[str] = frozenset()  # stats nobody reads: not kept
         self.unlike: set[tuple[Any, ...]] = set()  # kept stats RLlib would report otherwise
         self._calls: dict[tuple[Any, ...], list[Any]] = {}
+        self._rows: dict[tuple[Any, ...], _Rows] = {}
 
     def log_value(
         self,
@@ -172,22 +211,48 @@ class MetricsRecorder:
             else:
                 self.log_value((*prefix, name), value, reduce=reduce, window=window, **other)
 
+    def log_row(
+        self, key: str | tuple[Any, ...], names: tuple[str, ...], row: torch.Tensor
+    ) -> None:
+        """Keeps one update's window=1 stats given as one tensor (`row[i]` is stat
+        `names[i]` under `key`): what `log_dict(dict(zip(names, row)), key=key,
+        window=1)` keeps, in one copy. The stats must be logged through this call only.
+
+        Args:
+            key: The stats' common key prefix.
+            names: The stats' names, in the row's order.
+            row: Their values, a 1-d tensor.
+        """
+        prefix = tuple(key) if isinstance(key, tuple | list) else (key,)
+        if self.window_one != "mean":  # "last": the one value a window of 1 reports
+            self.log_dict(dict(zip(names, row, strict=True)), key=prefix, window=1)
+            return
+        group = (prefix, names)
+        rows = self._rows.get(group)
+        if rows is None:
+            rows = self._rows[group] = _Rows()
+            for column, name in enumerate(names):
+                if name not in self.drop:
+                    self._calls.setdefault((*prefix, name), []).append(_Column(rows, column))
+        rows.add(row)
+
     def flush(self) -> int:
         """Logs the kept calls into the real logger, each key in first-seen order.
 
         Returns:
             How many calls were logged.
         """
-        calls, self._calls = self._calls, {}
+        calls, self._calls, self._rows = self._calls, {}, {}
         logged = 0
         for path, kept in calls.items():
             for call in kept:
-                value, kwargs = (call.value(), call.kwargs) if isinstance(call, _Merged) else call
+                merged = isinstance(call, _Merged | _Column)
+                value, kwargs = (call.value(), call.kwargs) if merged else call
                 self.real.log_value(path, value, **kwargs)
                 logged += 1
         return logged
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("real", "drop", "unlike", "_calls"):
+        if name.startswith("__") or name in ("real", "drop", "unlike", "_calls", "_rows"):
             raise AttributeError(name)
         return getattr(self.real, name)

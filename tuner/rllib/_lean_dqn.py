@@ -1,0 +1,129 @@
+"""DQN's loss as RLlib's DQNTorchLearner computes it, without its per-update overhead.
+
+RLlib 2.60's `compute_loss_for_module` builds a fresh `nn.HuberLoss` (or `nn.MSELoss`)
+module for every update and logs five window=1 stats one by one (each a log call and a
+tensor copy in the Learner's recorder) plus the TD errors as an item series. Here the
+same tensor ops run in the same order on the same inputs, so the loss, its gradients and
+every reported stat are RLlib's bit for bit (tests/unit/test_lean_metrics.py, update by
+update); the loss function is called as a function (what the module's forward calls),
+the five stats are stacked into one tensor and logged as one row of a `MetricsRecorder`
+group (the same per-key means at the flush), and the TD errors are computed but not
+logged where the flat path's uniform buffer dropped them.
+
+Covered: a scalar Q-head (`num_atoms: 1`), with or without double Q, Huber or MSE, no
+loss mask (no sequences). A distributional head or a masked batch runs RLlib's own loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ray.rllib.algorithms.dqn.dqn_learner import (
+    QF_LOSS_KEY,
+    QF_MAX_KEY,
+    QF_MEAN_KEY,
+    QF_MIN_KEY,
+    QF_NEXT_PREDS,
+    QF_PREDS,
+    QF_TARGET_NEXT_PREDS,
+    TD_ERROR_MEAN_KEY,
+)
+from ray.rllib.core.columns import Columns
+from ray.rllib.utils.metrics import TD_ERROR_KEY
+
+# the window=1 stats RLlib's loss logs per update, in its order
+STAT_NAMES = (QF_LOSS_KEY, QF_MEAN_KEY, QF_MAX_KEY, QF_MIN_KEY, TD_ERROR_MEAN_KEY)
+
+
+def lean_dqn_loss_covers(config: Any, batch: dict[str, Any]) -> bool:
+    """Whether the lean loss computes RLlib's for this module config and batch.
+
+    Args:
+        config: The module's DQN config.
+        batch: The module's train batch.
+
+    Returns:
+        True for a scalar Q-head on an unmasked batch.
+    """
+    return config.num_atoms == 1 and Columns.LOSS_MASK not in batch
+
+
+def dqn_td_loss(
+    config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """RLlib 2.60's scalar DQN loss: the same ops, in the same order.
+
+    Args:
+        config: The module's DQN config.
+        batch: The module's train batch (unmasked).
+        fwd_out: The module's forward_train output.
+
+    Returns:
+        The total loss, the Q-values of the taken actions and the absolute TD errors.
+    """
+    q_curr = fwd_out[QF_PREDS]
+    q_target_next = fwd_out[QF_TARGET_NEXT_PREDS]
+    actions = batch[Columns.ACTIONS]
+    q_selected = torch.nan_to_num(
+        torch.gather(q_curr, dim=-1, index=actions.view(*actions.shape, 1).long()),
+        neginf=0.0,
+    ).squeeze(dim=-1)
+    # double Q: the target net's value at the online net's greedy next action
+    chooser = fwd_out[QF_NEXT_PREDS] if config.double_q else q_target_next
+    best_idx = torch.argmax(chooser, dim=-1).unsqueeze(dim=-1).long()
+    q_next_best = torch.nan_to_num(
+        torch.gather(q_target_next, dim=-1, index=best_idx), neginf=0.0
+    ).squeeze()
+    q_next_best_masked = (1.0 - batch[Columns.TERMINATEDS].float()) * q_next_best
+    discount = config.gamma ** batch["n_step"]
+    target = (batch[Columns.REWARDS] + discount * q_next_best_masked).detach()
+    if config.td_error_loss_fn == "huber":
+        per_sample = torch.nn.functional.huber_loss(q_selected, target, reduction="none", delta=1.0)
+    else:
+        per_sample = torch.nn.functional.mse_loss(q_selected, target, reduction="none")
+    td_error = torch.abs(q_selected - target)
+    total_loss = torch.mean(batch["weights"] * per_sample)
+    return total_loss, q_selected, td_error
+
+
+class LeanDQNLoss:
+    """Mixin for DQNTorchLearner: its loss computed and logged leanly where it covers
+    the config and batch (`lean_dqn_loss_covers`), RLlib's own otherwise."""
+
+    def compute_loss_for_module(
+        self, *, module_id: Any, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
+    ) -> Any:
+        """RLlib's DQN loss and logged stats, the same values.
+
+        Args:
+            module_id: The module's ID.
+            config: The module's DQN config.
+            batch: The module's train batch.
+            fwd_out: The module's forward_train output.
+
+        Returns:
+            The total loss.
+        """
+        if not lean_dqn_loss_covers(config, batch):
+            return super().compute_loss_for_module(  # type: ignore[misc]
+                module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+            )
+        total_loss, q_selected, td_error = dqn_td_loss(config, batch, fwd_out)
+        metrics = self.metrics  # type: ignore[attr-defined]
+        stats = (
+            total_loss,
+            torch.mean(q_selected),
+            torch.max(q_selected),
+            torch.min(q_selected),
+            torch.mean(td_error),
+        )
+        log_row = getattr(metrics, "log_row", None)
+        if log_row is None:  # the real MetricsLogger (outside a recorded update)
+            metrics.log_value(key=(module_id, TD_ERROR_KEY), value=td_error, reduce="item_series")
+            metrics.log_dict(dict(zip(STAT_NAMES, stats, strict=True)), key=module_id, window=1)
+            return total_loss
+        if TD_ERROR_KEY not in metrics.drop:
+            metrics.log_value(key=(module_id, TD_ERROR_KEY), value=td_error, reduce="item_series")
+        log_row(module_id, STAT_NAMES, torch.stack(stats).detach())
+        return total_loss
