@@ -281,3 +281,34 @@ def test_a_function_trainables_seed_is_its_searchers_index(monkeypatch):
     context = SimpleNamespace(get_trial_id=lambda: "a1b2c3d4")  # a searcher's random id
     monkeypatch.setattr(tune, "get_context", lambda: context)
     assert _seeded({"seed": 5, INDEX_KEY: 1, "lr": 0.1}) == {"seed": 6, "lr": 0.1}
+
+
+def test_a_warm_start_from_a_raced_sweep_takes_each_config_once_with_its_mean():
+    """The earlier sweep's answer ranks configs by their seeds' mean: a warm start reuses
+    that ranking (each config run first once, Optuna told the mean), not one lucky seed."""
+    from tuner.spec import resolve_space
+    from tuner.tracking._warm import EarlierSweep, warm_start
+
+    lr = {"space": {"lr": {"uniform": [0.05, 0.5]}}}
+    earlier_spec = spec({"seeds": 2}, search=lr)
+    trials = [
+        view("a0", 0.1, 5, 500.0),  # a lucky seed
+        view("a1", 0.1, 6, 100.0),
+        view("b0", 0.2, 5, 450.0),
+        view("b1", 0.2, 6, 430.0),
+    ]
+    earlier = EarlierSweep(
+        source="raced",
+        run_name="raced-run",
+        parent_run_id="p",
+        experiment_id="1",
+        spec=earlier_spec,
+        trials=trials,
+    )
+    warm = spec(search={**lr, "warm_start": {"from": "raced", "top_k": 2}})
+    space = resolve_space(warm)
+    out = warm_start(warm, space, earlier)
+    assert out.first == [{"lr": 0.2}, {"lr": 0.1}]
+    assert out.known == [({"lr": 0.2}, 440.0), ({"lr": 0.1}, 300.0)]
+    unraced = earlier.model_copy(update={"spec": spec(search=lr)})
+    assert warm_start(warm, space, unraced).known[0] == ({"lr": 0.1}, 500.0)

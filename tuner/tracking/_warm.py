@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from tuner import mlflow_names as names
 from tuner.mlflow_names import STAGE_SEARCH
 from tuner.search_spaces import Domain
+from tuner.seed_stats import race_groups
 from tuner.spec import ExperimentSpec, SpecError, parse_spec
 from tuner.statuses import TrialStatus
 from tuner.views import TrialView
@@ -126,6 +127,16 @@ class WarmStart(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+def _ranked(done: list[Any], mode: str, *, raced: bool) -> list[tuple[dict[str, Any], float]]:
+    """(config, score), best first: each trial with its score; of a raced sweep each
+    config once, with its seeds' mean, ranked as its answer ranks them (race_groups)."""
+    if not raced:
+        ranked = sorted(done, key=lambda t: t.score, reverse=mode == "max")  # stable
+        return [(t.config, float(t.score)) for t in ranked]
+    groups = race_groups(done, mode)
+    return [(g.trials[0].config, float(g.mean)) for g in groups if g.mean is not None]
+
+
 def warm_start(spec: ExperimentSpec, space: dict[str, Domain], earlier: EarlierSweep) -> WarmStart:
     """The earlier sweep's finished search trials, best first, mapped onto `space`.
 
@@ -159,12 +170,11 @@ def warm_start(spec: ExperimentSpec, space: dict[str, Domain], earlier: EarlierS
         for t in earlier.trials
         if t.stage == STAGE_SEARCH and t.status == TrialStatus.TERMINATED and t.score is not None
     ]
-    ranked = sorted(done, key=lambda t: t.score, reverse=mode == "max")  # best first, stable
     dropped: dict[str, str] = {}
     mapped: list[tuple[dict[str, Any], float]] = []
-    for trial in ranked:
+    for config, score in _ranked(done, mode, raced=earlier.spec.search.race is not None):
         values = {}
-        for key, value in trial.config.items():
+        for key, value in config.items():
             dom = space.get(key)
             if dom is None:
                 dropped[key] = "not searched here"
@@ -172,7 +182,7 @@ def warm_start(spec: ExperimentSpec, space: dict[str, Domain], earlier: EarlierS
                 dropped[key] = f"a value outside {dom}"
             else:
                 values[key] = value
-        mapped.append((values, float(trial.score)))
+        mapped.append((values, score))
     filled: set[str] = set()
     for values, _ in mapped:
         # Tune's searchers take whole points: a key it lacks takes this space's middle
