@@ -287,7 +287,7 @@ def test_a_warm_start_from_a_raced_sweep_takes_each_config_once_with_its_mean():
     """The earlier sweep's answer ranks configs by their seeds' mean: a warm start reuses
     that ranking (each config run first once, Optuna told the mean), not one lucky seed."""
     from tuner.spec import resolve_space
-    from tuner.tracking._warm import EarlierSweep, warm_start
+    from tuner.tracking import EarlierSweep, warm_start
 
     lr = {"space": {"lr": {"uniform": [0.05, 0.5]}}}
     earlier_spec = spec({"seeds": 2}, search=lr)

@@ -41,7 +41,7 @@ from tuner.ray_internals import (
     rebuild_in_place,
     torch_schedulers_own_lr,
 )
-from tuner.rllib import _fast_replay, _lean_modes, _lean_sampling
+from tuner.rllib import _fast_replay, _lean_mlp, _lean_modes, _lean_sampling
 from tuner.rllib._envs import split_env_name
 from tuner.rllib._evaluate import evaluate_checkpoint
 from tuner.rllib._lean_metrics import TunerDQNConfig
@@ -226,10 +226,18 @@ class _SweepTrialMixin(IterationEndHook, LocalReplayBufferHook):
             self._lean_steps = all(call.ok and call.get() for call in calls)
             # train() before each update walks the module tree only if a flag changes
             group.foreach_learner(_lean_modes.lean_learner_modes)
+        runners = getattr(self, "env_runner_group", None)
+        if os.environ.get(LEAN_STEPS_SWITCH, "1") != "0":
+            # RLlib's MLPs as flat functions of their layers: the same ops, no module call
+            # a layer (learners' and env runners' modules alike)
+            if group is not None:
+                group.foreach_learner(_lean_mlp.lean_learner_mlps)
+            for each in (runners, getattr(self, "eval_env_runner_group", None)):
+                if each is not None:
+                    each.foreach_env_runner(_lean_mlp.lean_runner_mlps)
         # every env runner: the default connector pipelines without their per-step
         # overhead, where the lean ones make the same batches (_lean_sampling)
         self._sampling_path = ""
-        runners = getattr(self, "env_runner_group", None)
         if runners is not None and _lean_sampling.lean_sampling_on():
             paths = set(runners.foreach_env_runner(_lean_sampling.install))
             self._sampling_path = ", ".join(sorted(paths))
