@@ -39,6 +39,13 @@ def _flat(weights) -> np.ndarray:
     return np.asarray(weights, dtype=np.float64).ravel()
 
 
+def _flat_mlps(module) -> int:
+    """How many of the module's RLlib MLPs run the flat forward (tuner/rllib/_lean_mlp.py)."""
+    from ray.rllib.core.models.torch.primitives import TorchMLP
+
+    return sum("forward" in vars(m) for m in module.modules() if type(m) is TorchMLP)
+
+
 def _own_step(learner) -> tuple[bool, bool]:
     # the lean step and the lean target update (DQN, SAC), set on the instance
     return "apply_gradients" in vars(learner), "after_gradient_based_update" in vars(learner)
@@ -46,7 +53,7 @@ def _own_step(learner) -> tuple[bool, bool]:
 
 @pytest.mark.parametrize("algorithm", ["SAC", "PPO", "DQN"])
 def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
-    start, end, lean, norm, targets = {}, {}, {}, {}, {}
+    start, end, lean, norm, targets, flat = {}, {}, {}, {}, {}, {}
     for switch in ("1", "0"):
         monkeypatch.setenv("TUNER_LEAN_STEPS", switch)
         algo = _trial(algorithm)
@@ -56,6 +63,13 @@ def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
                 result = algo.train()
             (installed,) = [c.get() for c in algo.learner_group.foreach_learner(_own_step)]
             lean[switch] = (algo._lean_steps, installed)
+            (learner_mlps,) = algo.learner_group.foreach_learner(
+                lambda learner: _flat_mlps(learner.module["default_policy"])
+            )
+            runner_mlps = algo.env_runner_group.foreach_env_runner(
+                lambda runner: _flat_mlps(runner.module)
+            )
+            flat[switch] = (learner_mlps.get(), runner_mlps)
             end[switch] = _flat(algo.learner_group.get_weights())
             norm[switch] = result["learners"]["default_policy"].get(NORM)
             targets[switch] = result["learners"]["default_policy"].get(TARGET_UPDATES)
@@ -64,6 +78,11 @@ def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
         assert result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"] > 0
     target_nets = algorithm != "PPO"
     assert lean == {"1": (True, (True, target_nets)), "0": (False, (False, False))}
+    # every MLP of the learner's and the env runner's modules flat when on, none when off
+    assert flat["1"][0] > 0
+    assert flat["1"][1] == [flat["1"][1][0]]
+    assert flat["1"][1][0] > 0
+    assert flat["0"] == (0, [0])
     # the target nets updated as often (SAC: after every update), and the same below
     assert targets["1"] == targets["0"]
     if algorithm == "SAC":
