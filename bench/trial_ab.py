@@ -10,6 +10,8 @@ same seed, so the same learning shows as the same last return (printed): a chang
 makes the same updates leaves it equal.
 
     RATIO trial_ab.<algo>.throughput = mean env steps/s, this checkout / base
+    RATIO trial_ab.<algo>.cpu = mean env steps per CPU second of the arm's process (the
+        measure that holds where other work shares the cores), this checkout / base
 
     .venv/bin/python bench/trial_ab.py [--base HEAD~1] [--algo ppo|dqn|sac] [--iters 8]
         [--pairs 3]
@@ -57,13 +59,14 @@ spec = parse_spec({{
 ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
 algo = build_config(spec).build_algo()
 start = algo.train()["num_env_steps_sampled_lifetime"]
-began = time.perf_counter()
+began, cpu = time.perf_counter(), time.process_time()
 for _ in range(iters):
     result = algo.train()
-seconds = time.perf_counter() - began
+seconds, cpu_seconds = time.perf_counter() - began, time.process_time() - cpu
 steps = result["num_env_steps_sampled_lifetime"] - start
 print("ARM " + json.dumps({{
     "tuner": tuner.__file__, "steps_per_s": steps / seconds,
+    "steps_per_cpu_s": steps / cpu_seconds,
     "last_return": result["env_runners"].get("episode_return_mean"),
 }}))
 algo.stop()
@@ -113,7 +116,8 @@ def main() -> None:
                     arm = run_arm(tree, args.algo, args.iters)
                     arms[name].append(arm)
                     print(
-                        f"  pair {pair} {name}: {arm['steps_per_s']:,.0f} env steps/s, "
+                        f"  pair {pair} {name}: {arm['steps_per_s']:,.0f} env steps/s "
+                        f"({arm['steps_per_cpu_s']:,.0f} a CPU second), "
                         f"last return {arm['last_return']}",
                         flush=True,
                     )
@@ -123,6 +127,11 @@ def main() -> None:
     then = statistics.mean(a["steps_per_s"] for a in arms["base"])
     print(f"{args.algo}: this checkout {this:,.0f} env steps/s, {args.base} {then:,.0f}")
     print(ratio_line(f"trial_ab.{args.algo}.throughput", this / then, "> 1.00: faster"))
+    # the arm's own CPU time: the measure that holds on a shared machine (the wall
+    # clock counts the time other processes take the core)
+    this_cpu = statistics.mean(a["steps_per_cpu_s"] for a in arms["this"])
+    then_cpu = statistics.mean(a["steps_per_cpu_s"] for a in arms["base"])
+    print(ratio_line(f"trial_ab.{args.algo}.cpu", this_cpu / then_cpu, "> 1.00: less CPU a step"))
 
 
 if __name__ == "__main__":

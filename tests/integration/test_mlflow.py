@@ -327,3 +327,40 @@ def test_an_experiment_made_without_the_kind_gets_it(tmp_path):
     tracker.start()
     assert tracker.experiment_id == old
     assert client.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_a_rescored_search_names_its_new_best_in_mlflow(ray_local, tmp_path):
+    """`rescore` (the service: each trial's numbers from its whole curve in the store,
+    which a resume leaves longer than Tune's history) runs before the best is chosen and
+    MLflow records it: the parent run names the rescored best, not Tune's."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    spec = tiny_spec(
+        name="rescored",
+        search={
+            "method": "random",
+            "num_samples": 3,
+            "space": {"lr": {"choice": [1e-4, 3e-4, 1e-3]}},
+        },
+        stop={"training_iteration": 1},
+    )
+    tune_order: list[str] = []
+
+    def worst_first(found):  # scores turned around: the worst trial becomes the best
+        ranked = sorted(found.trials, key=lambda t: t.score)
+        tune_order.extend(t.trial_id for t in ranked)
+        for place, trial in enumerate(ranked):
+            trial.score = -float(place)  # distinct: no tie to break
+
+    tracking = TrackingConfig(tracking_uri=uri, artifact_location=(tmp_path / "a").as_uri())
+    summary = run_sweep(
+        spec,
+        storage_path=tmp_path / "tune",
+        progress=False,
+        tracking=tracking,
+        rescore=worst_first,
+    )
+    worst = tune_order[0]
+    assert summary.best.trial_id == worst
+    assert summary.best.metric_value == max(t.score for t in summary.trials)
+    parent = MlflowClient(tracking_uri=uri).get_run(summary.mlflow.parent_run_id)
+    assert parent.data.params["best.trial_id"] == worst

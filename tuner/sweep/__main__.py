@@ -188,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
             allowed_modules=settings.allowed_module_list,
             growth_nodes=settings.growth_nodes,
             on_search_end=lambda found: _search_ended(store, rec.id, found, spec),
+            # the search's numbers from every attempt's curve, before its best is chosen
+            rescore=lambda found: _from_the_store(store, rec.id, found, spec),
         )
         summary = run_sweep(spec, options)
     except SpecError as err:

@@ -25,7 +25,7 @@ from tuner.sweep._graceful import signal_handlers_restored
 from tuner.sweep._headwatch import watch_connected_head
 from tuner.sweep._interrupt import InterruptWatch
 from tuner.sweep._progress import RichProgress
-from tuner.sweep._summary import summarise, the_answer
+from tuner.sweep._summary import rank_again, summarise, the_answer
 from tuner.sweep._tuner import build_tuner, restore_tuner
 from tuner.tracking import (
     MLflowTracker,
@@ -125,6 +125,10 @@ class SweepOptions:
         on_search_end: Called with the search's summary (its trials' scores and MLflow
             runs) before a confirmation stage starts, so a driver that dies during it
             has already stored what the search found.
+        rescore: Called with the search's summary right after the search, to set each
+            trial's numbers from a fuller record of its curve than Tune keeps after a
+            resume (the service's store); the best is then chosen again from them
+            (`rank_again`), before the confirmation and MLflow's summary.
     """
 
     storage_path: str | Path
@@ -142,6 +146,7 @@ class SweepOptions:
     growth_nodes: Sequence[dict[str, float]] = ()
     max_asha_rungs: int | None = None
     on_search_end: Callable[[SweepSummary], None] | None = None
+    rescore: Callable[[SweepSummary], None] | None = None
 
 
 @dataclass
@@ -195,6 +200,9 @@ def run_sweep(
         raise TypeError(f"run_sweep: give options or keywords, not both ({sorted(fields)})")
     sweep = _prepare(spec, options)
     summary = _fit(sweep)
+    if options.rescore is not None and summary.trials:
+        options.rescore(summary)
+        rank_again(spec, summary, sweep.space)
     if spec.confirm is not None and summary.status in (SweepStatus.SUCCEEDED, SweepStatus.PARTIAL):
         _confirm(sweep, summary)
     return _finish(sweep, summary)

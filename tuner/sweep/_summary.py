@@ -117,14 +117,7 @@ def summarise(
         configs[view.trial_id] = config
     warnings = list(warnings)
     ranked_by = _ranked_by(spec, trials, warnings, confirming)
-    best: BestTrial | None = None
-    for view in trials:  # Tune's order: a tie goes to the earlier trial
-        if view.score is not None and (
-            best is None or better(view.score, best.metric_value, spec.mode)
-        ):
-            best = best_trial(spec, view, configs[view.trial_id])
-    if spec.search.race is not None and not confirming:
-        best = race_best(spec, trials, configs)
+    best = _choose_best(spec, trials, configs, confirming)
     trials.sort(key=lambda t: t.trial_id)
     summary = SweepSummary(
         name=spec.name,
@@ -141,6 +134,43 @@ def summarise(
         _add_search_findings(spec, summary, configs, space)
     summary._tune_configs = configs
     return summary
+
+
+def _choose_best(
+    spec: ExperimentSpec,
+    trials: list[TrialView],
+    configs: dict[str, dict[str, Any]],
+    confirming: bool,
+) -> BestTrial | None:
+    """The best trial by score, `trials` in Tune's order (a tie goes to the earlier
+    trial); of a raced search, the best config by its seeds' mean."""
+    best: BestTrial | None = None
+    for view in trials:
+        if view.score is not None and (
+            best is None or better(view.score, best.metric_value, spec.mode)
+        ):
+            best = best_trial(spec, view, configs[view.trial_id])
+    if spec.search.race is not None and not confirming:
+        best = race_best(spec, trials, configs)
+    return best
+
+
+def rank_again(spec: ExperimentSpec, summary: SweepSummary, space: dict[str, Domain]) -> None:
+    """The search's best and findings chosen again, after its trials' numbers were set
+    from a fuller record of their curves than Tune's (after a resume Tune's history of a
+    trial holds only the iterations since): what the confirmation, MLflow's summary and
+    every surface then name.
+
+    Args:
+        spec: The sweep's spec.
+        summary: The search's summary (from `summarise`), its trials' numbers set again.
+        space: The resolved search space.
+    """
+    configs = summary._tune_configs
+    by_id = {t.trial_id: t for t in summary.trials}
+    in_tune_order = [by_id[tid] for tid in configs if tid in by_id]
+    summary.best = _choose_best(spec, in_tune_order, configs, confirming=False)
+    _add_search_findings(spec, summary, configs, space)
 
 
 def _trial_of(
@@ -265,7 +295,8 @@ def _add_search_findings(
     """The search's Pareto front (a tie for best goes to the front's first), and the
     hyperparameter importance by the trials' scores."""
     summary.pareto = front(spec, summary.trials)
-    if (missing := missing_values(spec, summary.trials)) is not None:
+    missing = missing_values(spec, summary.trials)
+    if missing is not None and missing not in summary.warnings:
         summary.warnings.append(missing)
     best = summary.best
     top = summary.pareto[0].trial_id if summary.pareto else None
