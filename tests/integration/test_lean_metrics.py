@@ -134,3 +134,26 @@ def test_a_uniform_buffers_iteration_reduces_its_learner_metrics_once(
     counting = algo.config.copy(copy_frozen=False)
     counting.min_train_timesteps_per_iteration = 1
     assert not _fast_replay.reduce_per_iteration(counting)
+
+
+def test_a_local_learner_takes_each_update_without_the_learner_groups_wrapping(
+    ray_local, monkeypatch
+):
+    """The flat path hands a local Learner its batch directly (ray_internals
+    .update_unreduced): LearnerGroup.update is never called, and every update is made and
+    reported."""
+    from ray.rllib.core.learner.learner_group import LearnerGroup
+
+    calls = []
+    own = LearnerGroup.update
+    monkeypatch.setattr(LearnerGroup, "update", lambda *a, **k: calls.append(1) or own(*a, **k))
+    algo = _trial("DQN", UNIFORM)
+    try:
+        assert algo.learner_group.is_local
+        result = algo.train()
+    finally:
+        algo.stop()
+    assert calls == []
+    trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
+    assert trained == pytest.approx(8 * result["num_env_steps_sampled_lifetime"])
+    assert trained > 0

@@ -133,7 +133,15 @@ class LeanMinibatchHook:
 
 
 def update_unreduced(learner_group: Any, batch: Any, timesteps: dict[str, Any]) -> None:
-    """One learner update whose metrics are left unreduced (the next reduce takes them)."""
+    """One learner update whose metrics are left unreduced (the next reduce takes them).
+
+    A local Learner is called directly with the batch, as LearnerGroup.update calls it
+    after wrapping the batch in a TrainingData (nothing to validate or resolve for one
+    MultiAgentBatch), without that wrapping and the group's two Prometheus timers: two
+    percent of a small DQN trial's time."""
+    if learner_group.is_local:
+        learner_group._learner.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=True)
+        return
     learner_group.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=True)
 
 
