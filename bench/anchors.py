@@ -16,6 +16,14 @@ run` timed from process start to end:
 
     .venv/bin/python bench/quality.py --anchors [--task acrobot-dqn ...]
         [--scheduler fifo|asha] [--trials 16] [--seeds 10] [--method optuna]
+
+`--published` is the ablation that separates the search from the rest: no search, rl-zoo3's
+tuned yml entry for the task (hyperparams/<algo>.yml, DQN tasks) translated into RLlib's
+names and fixed in `config` (`published_config`), the rest our preset's, then the same
+confirmation on the same fresh seeds. A gap that stays is not the space's or the
+search's; one that closes is.
+
+    .venv/bin/python bench/quality.py --anchors --published --task acrobot-dqn
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -70,7 +79,59 @@ def user_spec(name: str, anchor: Anchor, args: argparse.Namespace) -> dict[str, 
     }
     if args.scheduler != "fifo":
         spec["scheduler"] = {"type": args.scheduler}
+    if getattr(args, "published", False):
+        config, model = published_config(anchor, args.steps or anchor.steps)
+        spec["name"] = f"anchor-{name}-published"
+        spec["search"] = {"method": "random", "num_samples": 1}
+        spec["config"], spec["model"] = config, model
     return spec
+
+
+def zoo_entry(anchor: Anchor) -> dict[str, Any]:
+    """rl-zoo3's tuned hyperparameters for the task's env (hyperparams/<algo>.yml)."""
+    import rl_zoo3
+    import yaml
+
+    path = Path(rl_zoo3.__file__).parent / "hyperparams" / f"{anchor.algorithm.lower()}.yml"
+    entries = yaml.safe_load(path.read_text())
+    if anchor.env not in entries:
+        raise SystemExit(f"--published: rl-zoo3 has no {anchor.algorithm} entry for {anchor.env}")
+    return entries[anchor.env]
+
+
+def published_config(anchor: Anchor, steps: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """rl-zoo3's tuned entry as RLlib config and model keys (DQN): the keys the default
+    space searches, the buffer's size and SB3's gradient clip; the rest stays our preset's."""
+    if anchor.algorithm != "DQN":
+        raise SystemExit(f"--published: translates DQN entries only, not {anchor.algorithm}")
+    zoo = zoo_entry(anchor)
+    batch = int(zoo.get("batch_size", 32))  # SB3's DQN defaults where the entry is silent
+    train_freq = int(zoo.get("train_freq", 4))
+    gradient_steps = int(zoo.get("gradient_steps", 1))
+    if gradient_steps < 0:  # -1: as many gradient steps as env steps of the round
+        gradient_steps = train_freq
+    fraction = float(zoo.get("exploration_fraction", 0.1))
+    config: dict[str, Any] = {
+        "lr": float(zoo.get("learning_rate", 1e-4)),
+        "gamma": float(zoo.get("gamma", 0.99)),
+        "train_batch_size_per_learner": batch,
+        "target_network_update_freq": int(zoo.get("target_update_interval", 10_000)),
+        "num_steps_sampled_before_learning_starts": int(zoo.get("learning_starts", 100)),
+        # samples trained per env step: batch x gradient_steps / train_freq
+        "training_intensity": batch * gradient_steps / train_freq,
+        "replay_buffer_config": {
+            "type": "EpisodeReplayBuffer",
+            "capacity": int(zoo.get("buffer_size", 1_000_000)),
+        },
+        "epsilon": [
+            [0, float(zoo.get("exploration_initial_eps", 1.0))],
+            [int(fraction * steps), float(zoo.get("exploration_final_eps", 0.05))],
+        ],
+        "grad_clip": float(zoo.get("max_grad_norm", 10.0)),
+    }
+    arch = re.search(r"net_arch=\[([0-9, ]*)\]", str(zoo.get("policy_kwargs", "")))
+    hiddens = [int(x) for x in arch.group(1).split(",")] if arch else [64, 64]
+    return config, {"fcnet_hiddens": hiddens}
 
 
 def run_task(name: str, anchor: Anchor, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -137,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=16)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--steps", type=int, help="override the budget: a smoke test only")
+    parser.add_argument(
+        "--published",
+        action="store_true",
+        help="no search: rl-zoo3's tuned entry fixed in config, then the confirmation",
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="per task (s)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
