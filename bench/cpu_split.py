@@ -36,6 +36,19 @@ from vs_sb3 import ALGOS, one_thread_env, our_spec
 CASES = ("dqn", "dqn_zoo", "sac")
 
 
+def timed(parts: dict[str, float], name: str, fn: Any) -> Any:
+    """fn, its calls' CPU seconds (this thread's) added to parts[name]."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            parts[name] += time.thread_time() - t
+
+    return wrapper
+
+
 def sb3_side(case: str, steps: int, seed: int) -> dict[str, Any]:
     import torch
 
@@ -45,24 +58,11 @@ def sb3_side(case: str, steps: int, seed: int) -> dict[str, Any]:
 
     spec = ALGOS[case]
     parts = {"sampling": 0.0, "updates": 0.0}
-    base = getattr(sb3, spec["name"])
-
-    class Split(base):  # type: ignore[misc, valid-type]
-        def train(self, *args: Any, **kwargs: Any) -> Any:
-            t = time.thread_time()
-            try:
-                return super().train(*args, **kwargs)
-            finally:
-                parts["updates"] += time.thread_time() - t
-
-        def collect_rollouts(self, *args: Any, **kwargs: Any) -> Any:
-            t = time.thread_time()
-            try:
-                return super().collect_rollouts(*args, **kwargs)
-            finally:
-                parts["sampling"] += time.thread_time() - t
-
-    model = Split("MlpPolicy", gym.make(spec["env"]), seed=seed, device="cpu", **spec["sb3"])
+    cls = getattr(sb3, spec["name"])
+    model = cls("MlpPolicy", gym.make(spec["env"]), seed=seed, device="cpu", **spec["sb3"])
+    # learn() calls these through the instance: its rollouts and its gradient steps
+    model.collect_rollouts = timed(parts, "sampling", model.collect_rollouts)
+    model.train = timed(parts, "updates", model.train)
     t = time.thread_time()
     model.learn(total_timesteps=steps)
     total = time.thread_time() - t
@@ -88,20 +88,9 @@ def our_side(case: str, steps: int, seed: int) -> dict[str, Any]:
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     algo = build_config(spec).build_algo()
     parts = {"sampling": 0.0, "updates": 0.0}
-
-    def timed(name: str, fn: Any) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            t = time.thread_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                parts[name] += time.thread_time() - t
-
-        return wrapper
-
     # the flat path's two calls into RLlib (tuner/rllib/_fast_replay.py)
-    fast_replay.sample_env_runners = timed("sampling", fast_replay.sample_env_runners)
-    fast_replay.update_unreduced = timed("updates", fast_replay.update_unreduced)
+    fast_replay.sample_env_runners = timed(parts, "sampling", fast_replay.sample_env_runners)
+    fast_replay.update_unreduced = timed(parts, "updates", fast_replay.update_unreduced)
     t = time.thread_time()
     while True:
         result = algo.train()
