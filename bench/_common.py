@@ -247,3 +247,13 @@ def last_json_line(log: Path, prefix: str) -> dict[str, Any]:
             except ValueError:
                 pass
     return found
+
+
+def zoo_entry(algo: str, env: str) -> dict[str, Any]:
+    """rl-zoo3's tuned hyperparameters for `env` (its hyperparams/<algo>.yml entry; KeyError
+    where it has none). Needs rl_zoo3 (the `bench` extra)."""
+    import rl_zoo3
+    import yaml
+
+    path = Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml"
+    return dict(yaml.safe_load(path.read_text())[env])

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, run_timed
+from _common import ROOT, run_timed, zoo_entry
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def user_spec(name: str, anchor: Anchor, args: argparse.Namespace) -> dict[str, 
     }
     if args.scheduler != "fifo":
         spec["scheduler"] = {"type": args.scheduler}
-    if getattr(args, "published", False):
+    if args.published:
         config, model = published_config(anchor, args.steps or anchor.steps)
         spec["name"] = f"anchor-{name}-published"
         spec["search"] = {"method": "random", "num_samples": 1}
@@ -87,24 +87,15 @@ def user_spec(name: str, anchor: Anchor, args: argparse.Namespace) -> dict[str, 
     return spec
 
 
-def zoo_entry(anchor: Anchor) -> dict[str, Any]:
-    """rl-zoo3's tuned hyperparameters for the task's env (hyperparams/<algo>.yml)."""
-    import rl_zoo3
-    import yaml
-
-    path = Path(rl_zoo3.__file__).parent / "hyperparams" / f"{anchor.algorithm.lower()}.yml"
-    entries = yaml.safe_load(path.read_text())
-    if anchor.env not in entries:
-        raise SystemExit(f"--published: rl-zoo3 has no {anchor.algorithm} entry for {anchor.env}")
-    return entries[anchor.env]
-
-
 def published_config(anchor: Anchor, steps: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """rl-zoo3's tuned entry as RLlib config and model keys (DQN): the keys the default
     space searches, the buffer's size and SB3's gradient clip; the rest stays our preset's."""
     if anchor.algorithm != "DQN":
         raise SystemExit(f"--published: translates DQN entries only, not {anchor.algorithm}")
-    zoo = zoo_entry(anchor)
+    try:
+        zoo = zoo_entry(anchor.algorithm.lower(), anchor.env)
+    except KeyError:
+        raise SystemExit(f"--published: rl-zoo3 has no DQN entry for {anchor.env}") from None
     batch = int(zoo.get("batch_size", 32))  # SB3's DQN defaults where the entry is silent
     train_freq = int(zoo.get("train_freq", 4))
     gradient_steps = int(zoo.get("gradient_steps", 1))

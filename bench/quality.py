@@ -78,7 +78,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, ratio_line, run_timed, table
+from _common import ROOT, ratio_line, run_timed, table, zoo_entry
 
 SEED = 0
 SEARCH_EPISODES = 5  # rl-zoo3's n_eval_episodes while it optimizes
@@ -241,13 +241,9 @@ def zoo_hyperparams(task: Task, params: dict[str, Any]) -> dict[str, Any]:
     """The sb3 kwargs rl-zoo3 trains a study's trial with: its hyperparams/ALGO.yml
     entry for the env, updated with the trial's params through its converter (what
     `rl_zoo3.train --storage ... --trial-id ...` does), n_envs and policy included."""
-    import rl_zoo3
-    import yaml
     from rl_zoo3.hyperparams_opt import HYPERPARAMS_CONVERTER
 
-    path = Path(rl_zoo3.__file__).parent / "hyperparams" / f"{task.zoo}.yml"
-    defaults = yaml.safe_load(path.open())
-    out = {**defaults[task.env], **HYPERPARAMS_CONVERTER[task.zoo](params)}
+    out = {**zoo_entry(task.zoo, task.env), **HYPERPARAMS_CONVERTER[task.zoo](params)}
     out.pop("n_timesteps", None)  # replaced by the budget, as `-n T` does
     return out
 
