@@ -197,8 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600, help="per task (s)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
+    search = f"{args.trials} trials ({args.method}"
+    if args.published:
+        search = "rl-zoo3's tuned entry, no search ("
     print(
-        f"anchors: {args.trials} trials ({args.method}, scheduler {args.scheduler}), the best "
+        f"anchors: {search}, scheduler {args.scheduler}), the best "
         f"config on {args.seeds} fresh seeds x 10 deterministic episodes; {os.cpu_count()} CPUs"
     )
     code = 0
