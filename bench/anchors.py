@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     search = f"{args.trials} trials ({args.method}"
     if args.published:
-        search = "rl-zoo3's tuned entry, no search ("
+        search = "rl-zoo3's tuned entry (no search"
     print(
         f"anchors: {search}, scheduler {args.scheduler}), the best "
         f"config on {args.seeds} fresh seeds x 10 deterministic episodes; {os.cpu_count()} CPUs"
