@@ -24,6 +24,15 @@ confirmation on the same fresh seeds. A gap that stays is not the space's or the
 search's; one that closes is.
 
     .venv/bin/python bench/quality.py --anchors --published --task acrobot-dqn
+
+`--published plain` adds stable-baselines3's DQN to it (1-step returns, no double Q, no
+dueling head: `n_step: 1, double_q: false, dueling: false`), so what stays is RLlib's
+stack against SB3's. `--published sb3` trains the same entry with stable-baselines3 itself
+(quality.py's `zoo_train_and_score`, the `bench` extra) on the same fresh seeds (spec seed
++ 1 ..), `--jobs` at a time (2), each scored by 10 deterministic episodes: what the anchor, one run
+of one seed, is worth across seeds.
+
+    .venv/bin/python bench/quality.py --anchors --published sb3 --task acrobot-dqn
 """
 
 from __future__ import annotations
@@ -81,7 +90,9 @@ def user_spec(name: str, anchor: Anchor, args: argparse.Namespace) -> dict[str, 
         spec["scheduler"] = {"type": args.scheduler}
     if args.published:
         config, model = published_config(anchor, args.steps or anchor.steps)
-        spec["name"] = f"anchor-{name}-published"
+        if args.published == "plain":  # stable-baselines3's DQN
+            config.update(n_step=1, double_q=False, dueling=False)
+        spec["name"] = f"anchor-{name}-published-{args.published}"
         spec["search"] = {"method": "random", "num_samples": 1}
         spec["config"], spec["model"] = config, model
     return spec
@@ -180,6 +191,47 @@ def report(name: str, anchor: Anchor, result: dict[str, Any], scheduler: str) ->
         print(f"RATIO anchors.{name}.{scheduler}.gap = {gap:.1f}")
 
 
+def run_sb3(name: str, anchor: Anchor, args: argparse.Namespace) -> int:
+    """rl-zoo3's tuned entry trained by stable-baselines3 on the confirmation's fresh
+    seeds (spec seed 0 + 1 ..), `--jobs` processes at a time: the scores and their stats."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tuner.seed_stats import stats
+
+    try:
+        import rl_zoo3  # noqa: F401 - the `bench` extra
+        from quality import Task, zoo_train_and_score
+    except ImportError:
+        print("--published sb3: needs the `bench` extra (stable-baselines3, rl_zoo3)")
+        return 0
+    steps = args.steps or anchor.steps
+    task = Task(anchor.env, anchor.algorithm, anchor.algorithm.lower(), 1, steps)
+    hyper = zoo_entry(anchor.algorithm.lower(), anchor.env)
+    hyper.pop("n_timesteps", None)  # replaced by the budget, as `-n T` does
+    seeds = list(range(1, args.seeds + 1))
+    started = time.time()
+    with ProcessPoolExecutor(args.jobs, initializer=_one_thread) as pool:
+        runs = [pool.submit(zoo_train_and_score, task, hyper, s, steps) for s in seeds]
+        scores = [run.result() for run in runs]
+    st = stats(scores)
+    ci = st["ci95"] or [None, None]
+    print(
+        f"{name:<16} sb3   mean {fmt(st['mean']):>7} [{fmt(ci[0])}, {fmt(ci[1])}] "
+        f"IQM {fmt(st.get('iqm')):>7}  anchor {anchor.score:>7.1f}  gap "
+        f"{fmt(st['mean'] - anchor.score):>7}  wall {time.time() - started:.0f} s"
+    )
+    print(f"  seeds {seeds}  scores {[round(x, 1) for x in scores]}")
+    print(f"RATIO anchors.{name}.published_sb3.gap = {st['mean'] - anchor.score:.1f}")
+    return 0
+
+
+def _one_thread() -> None:
+    """One torch thread per SB3 process, as each of our trials gets from Ray."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--anchors", action="store_true", help=argparse.SUPPRESS)
@@ -191,15 +243,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="override the budget: a smoke test only")
     parser.add_argument(
         "--published",
-        action="store_true",
-        help="no search: rl-zoo3's tuned entry fixed in config, then the confirmation",
+        nargs="?",
+        const="ours",
+        choices=["ours", "plain", "sb3"],
+        help="no search: rl-zoo3's tuned entry fixed in config, then the confirmation "
+        "(plain: with SB3's 1-step, single-Q, no-dueling DQN; sb3: trained by SB3 itself)",
     )
+    parser.add_argument("--jobs", type=int, default=2, help="--published sb3: seeds at a time")
     parser.add_argument("--timeout", type=float, default=3600, help="per task (s)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
     search = f"{args.trials} trials ({args.method}"
     if args.published:
-        search = "rl-zoo3's tuned entry (no search"
+        search = f"rl-zoo3's tuned entry on {args.published} (no search"
     print(
         f"anchors: {search}, scheduler {args.scheduler}), the best "
         f"config on {args.seeds} fresh seeds x 10 deterministic episodes; {os.cpu_count()} CPUs"
@@ -209,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         anchor = ANCHORS[name]
         tmp = Path(tempfile.mkdtemp(prefix=f"bench-anchors-{name}-"))
         try:
+            if args.published == "sb3":
+                code |= run_sb3(name, anchor, args)
+                continue
             result = run_task(name, anchor, args, tmp)
             if result:
                 report(name, anchor, result, args.scheduler)
