@@ -46,6 +46,13 @@ def _flat_mlps(module) -> int:
     return sum("forward" in vars(m) for m in module.modules() if type(m) is TorchMLP)
 
 
+def _fill(_=None) -> bool:
+    """torch's fill of new tensors in deterministic mode, in the caller's process."""
+    import torch.utils.deterministic
+
+    return bool(torch.utils.deterministic.fill_uninitialized_memory)
+
+
 def _own_step(learner) -> tuple[bool, bool]:
     # the lean step and the lean target update (DQN, SAC), set on the instance
     return "apply_gradients" in vars(learner), "after_gradient_based_update" in vars(learner)
@@ -53,11 +60,16 @@ def _own_step(learner) -> tuple[bool, bool]:
 
 @pytest.mark.parametrize("algorithm", ["SAC", "PPO", "DQN"])
 def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
-    start, end, lean, norm, targets, flat = {}, {}, {}, {}, {}, {}
+    import torch.utils.deterministic
+
+    start, end, lean, norm, targets, flat, fill = {}, {}, {}, {}, {}, {}, {}
     for switch in ("1", "0"):
         monkeypatch.setenv("TUNER_LEAN_STEPS", switch)
+        monkeypatch.setattr(torch.utils.deterministic, "fill_uninitialized_memory", True)
         algo = _trial(algorithm)
         try:
+            (learner_fill,) = [c.get() for c in algo.learner_group.foreach_learner(_fill)]
+            fill[switch] = (learner_fill, algo.env_runner_group.foreach_env_runner(_fill))
             start[switch] = _flat(algo.learner_group.get_weights())
             for _ in range(2):
                 result = algo.train()
@@ -77,6 +89,8 @@ def test_the_lean_step_trains_as_rllibs_own(ray_local, monkeypatch, algorithm):
             algo.stop()
         assert result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"] > 0
     target_nets = algorithm != "PPO"
+    # torch's NaN fill of new tensors off in the Learner's and env runner's process
+    assert fill == {"1": (False, [False]), "0": (True, [True])}
     assert lean == {"1": (True, (True, target_nets)), "0": (False, (False, False))}
     # every MLP of the learner's and the env runner's modules flat when on, none when off
     assert flat["1"][0] > 0

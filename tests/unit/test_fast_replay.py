@@ -110,6 +110,23 @@ def test_samples_uniformly_with_rllibs_n_step_and_weight_columns():
     np.testing.assert_array_equal(again.sample(4000)["rewards"], batch["rewards"])
 
 
+def test_a_uniform_one_step_sample_is_the_n_step_walks_own(monkeypatch):
+    """The 1-step shortcut draws the same rows and returns the same columns, dtypes
+    included, as the n-step walk (an ongoing, a truncated and a terminated episode)."""
+    from tuner.rllib import _transitions
+
+    samples = {}
+    for shortcut in (True, False):
+        monkeypatch.setattr(_transitions, "ONE_STEP_SAMPLES", shortcut)
+        buffer = TransitionBuffer(100, seed=5)
+        buffer.add([chunk(0, 7, terminated=True), chunk(20, 5, truncated=True), chunk(40, 9)])
+        samples[shortcut] = buffer.sample(500, n_step=1, gamma=0.9)
+    assert set(samples[True]) == set(samples[False])
+    for name, column in samples[False].items():
+        assert samples[True][name].dtype == column.dtype, name
+        np.testing.assert_array_equal(samples[True][name], column, err_msg=name)
+
+
 def test_continuous_actions_keep_their_shape():
     episode = SingleAgentEpisode(
         observations=[np.zeros(3, np.float32)] * 3,

@@ -41,7 +41,7 @@ from tuner.ray_internals import (
     rebuild_in_place,
     torch_schedulers_own_lr,
 )
-from tuner.rllib import _fast_replay, _lean_mlp, _lean_modes, _lean_sampling
+from tuner.rllib import _fast_replay, _lean_mlp, _lean_modes, _lean_sampling, _lean_torch
 from tuner.rllib._envs import split_env_name
 from tuner.rllib._evaluate import evaluate_checkpoint
 from tuner.rllib._lean_metrics import TunerDQNConfig
@@ -228,6 +228,14 @@ class _SweepTrialMixin(IterationEndHook, LocalReplayBufferHook):
             group.foreach_learner(_lean_modes.lean_learner_modes)
         runners = getattr(self, "env_runner_group", None)
         if os.environ.get(LEAN_STEPS_SWITCH, "1") != "0":
+            # torch's deterministic mode without its NaN fill of every new tensor, in this
+            # process and every Learner's and env runner's (the same updates and actions)
+            _lean_torch.skip_uninitialized_fill()
+            if group is not None:
+                group.foreach_learner(_lean_torch.skip_uninitialized_fill)
+            for each in (runners, getattr(self, "eval_env_runner_group", None)):
+                if each is not None:
+                    each.foreach_env_runner(_lean_torch.skip_uninitialized_fill)
             # RLlib's MLPs as flat functions of their layers: the same ops, no module call
             # a layer (learners' and env runners' modules alike)
             if group is not None:

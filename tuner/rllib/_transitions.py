@@ -10,6 +10,9 @@ from typing import Any
 import numpy as np
 
 _INITIAL_ROWS = 4096
+# True: a uniform 1-step sample skips the n-step walk (the same rows and columns, a
+# third of the time); False: every sample walks it (the reference in the unit tests).
+ONE_STEP_SAMPLES = True
 
 
 class TransitionBuffer:
@@ -95,6 +98,9 @@ class TransitionBuffer:
         importance weights) columns."""
         if self._size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
+        one_step = not isinstance(n_step, list | tuple) and int(n_step) == 1
+        if ONE_STEP_SAMPLES and self.alpha is None and one_step:
+            return self._sample_one_step(n)
         if isinstance(n_step, list | tuple):
             steps = self._rng.integers(int(n_step[0]), int(n_step[1]), size=n)
         else:
@@ -130,6 +136,23 @@ class TransitionBuffer:
             "truncateds": cols["truncateds"][ends] & full,
             "n_step": steps,
             "weights": weights,
+        }
+
+    def _sample_one_step(self, n: int) -> dict[str, np.ndarray]:
+        """`sample` where it is uniform and 1-step (DQN's and SAC's default): the same
+        draw and columns, without the n-step walk (each sample ends on its own row)."""
+        rows = self._draw(n)
+        self._last_rows = rows
+        cols = self._cols
+        return {
+            "obs": cols["obs"][rows],
+            "actions": cols["actions"][rows],
+            "rewards": cols["rewards"][rows].astype(np.float32, copy=False),
+            "new_obs": cols["new_obs"][rows],
+            "terminateds": cols["terminateds"][rows],
+            "truncateds": cols["truncateds"][rows],
+            "n_step": np.ones(n, dtype=np.int64),
+            "weights": np.ones(n, dtype=np.float32),
         }
 
     def update_priorities(self, td_errors: np.ndarray) -> None:
