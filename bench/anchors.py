@@ -13,6 +13,7 @@ gap (mean - anchor) and the walls of the search and of the confirmation, each a 
 run` timed from process start to end:
 
     RATIO anchors.<task>.<scheduler>.gap = confirmed mean - anchor
+    RATIO anchors.<task>.published_<ours|plain|sb3>.gap   (with --published)
 
     .venv/bin/python bench/quality.py --anchors [--task acrobot-dqn ...]
         [--scheduler fifo|asha] [--trials 16] [--seeds 10] [--method optuna]
@@ -173,7 +174,8 @@ def fmt(x: float | None) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.1f}"
 
 
-def report(name: str, anchor: Anchor, result: dict[str, Any], scheduler: str) -> None:
+def report(name: str, anchor: Anchor, result: dict[str, Any], arm: str) -> None:
+    """One task's line; `arm` is the scheduler, or `published_<stack>` for --published."""
     best = result["best"]
     confirmed = best.get("confirmed") or {}
     mean, iqm = confirmed.get("mean"), confirmed.get("iqm")
@@ -181,14 +183,14 @@ def report(name: str, anchor: Anchor, result: dict[str, Any], scheduler: str) ->
     note = f" ({anchor.note})" if anchor.note else ""
     gap = mean - anchor.score if mean is not None else None
     print(
-        f"{name:<16} {scheduler:<5} mean {fmt(mean):>7} [{fmt(ci[0])}, {fmt(ci[1])}] "
+        f"{name:<16} {arm:<5} mean {fmt(mean):>7} [{fmt(ci[0])}, {fmt(ci[1])}] "
         f"IQM {fmt(iqm):>7}  anchor {anchor.score:>7.1f}{note}"
         f"  gap {fmt(gap):>7}  search {result['wall_search']:.0f} s, confirmation "
         f"{fmt(result['wall_confirm'])} s  scores {confirmed.get('scores')}"
     )
     print(f"  config {json.dumps(best.get('config'))}")
     if gap is not None:
-        print(f"RATIO anchors.{name}.{scheduler}.gap = {gap:.1f}")
+        print(f"RATIO anchors.{name}.{arm}.gap = {gap:.1f}")
 
 
 def run_sb3(name: str, anchor: Anchor, args: argparse.Namespace) -> int:
@@ -206,13 +208,27 @@ def run_sb3(name: str, anchor: Anchor, args: argparse.Namespace) -> int:
         return 0
     steps = args.steps or anchor.steps
     task = Task(anchor.env, anchor.algorithm, anchor.algorithm.lower(), 1, steps)
-    hyper = zoo_entry(anchor.algorithm.lower(), anchor.env)
+    try:
+        hyper = zoo_entry(anchor.algorithm.lower(), anchor.env)
+    except KeyError:
+        print(f"{name}: rl-zoo3 has no {anchor.algorithm} entry for {anchor.env}")
+        return 1
     hyper.pop("n_timesteps", None)  # replaced by the budget, as `-n T` does
-    seeds = list(range(1, args.seeds + 1))
+    seeds, scores, failed = list(range(1, args.seeds + 1)), [], []
     started = time.time()
     with ProcessPoolExecutor(args.jobs, initializer=_one_thread) as pool:
-        runs = [pool.submit(zoo_train_and_score, task, hyper, s, steps) for s in seeds]
-        scores = [run.result() for run in runs]
+        runs = {s: pool.submit(zoo_train_and_score, task, hyper, s, steps) for s in seeds}
+        for seed, run in runs.items():
+            try:
+                scores.append(run.result(timeout=max(1.0, started + args.timeout - time.time())))
+            except Exception as error:  # a seed that fails or runs out of time is named
+                print(f"{name}: sb3 seed {seed} failed: {error!r}")
+                failed.append(seed)
+        for run in runs.values():
+            run.cancel()
+    seeds = [s for s in seeds if s not in failed]
+    if not scores:
+        return 1
     st = stats(scores)
     ci = st["ci95"] or [None, None]
     print(
@@ -222,7 +238,7 @@ def run_sb3(name: str, anchor: Anchor, args: argparse.Namespace) -> int:
     )
     print(f"  seeds {seeds}  scores {[round(x, 1) for x in scores]}")
     print(f"RATIO anchors.{name}.published_sb3.gap = {st['mean'] - anchor.score:.1f}")
-    return 0
+    return 1 if failed else 0
 
 
 def _one_thread() -> None:
@@ -270,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             result = run_task(name, anchor, args, tmp)
             if result:
-                report(name, anchor, result, args.scheduler)
+                arm = f"published_{args.published}" if args.published else args.scheduler
+                report(name, anchor, result, arm)
             else:
                 code = 1
         finally:

@@ -115,10 +115,16 @@ def test_a_uniform_one_step_sample_is_the_n_step_walks_own(monkeypatch):
     included, as the n-step walk (an ongoing, a truncated and a terminated episode)."""
     from tuner.rllib import _transitions
 
+    def walked(*args, **kwargs):
+        raise AssertionError("the 1-step shortcut walked the n steps")
+
     samples = {}
     for shortcut in (True, False):
         monkeypatch.setattr(_transitions, "ONE_STEP_SAMPLES", shortcut)
         buffer = TransitionBuffer(100, seed=5)
+        if shortcut:  # the shortcut taken: the walk is never called
+            monkeypatch.setattr(buffer, "_follow", walked)
+            monkeypatch.setattr(buffer, "_returns", walked)
         buffer.add([chunk(0, 7, terminated=True), chunk(20, 5, truncated=True), chunk(40, 9)])
         samples[shortcut] = buffer.sample(500, n_step=1, gamma=0.9)
     assert set(samples[True]) == set(samples[False])

@@ -41,15 +41,16 @@ def _batch(step: int, n: int = 32) -> MultiAgentBatch:
 
 
 def _weights_after_updates(fill: bool) -> list[torch.Tensor]:
-    """A seeded DQN Learner's weights (RLlib turns deterministic algorithms on) after 3
-    updates; each update moved them."""
+    """A seeded DQN Learner's weights, deterministic algorithms on, after 3 updates;
+    each update moved them."""
     spec = parse_spec(
         {"name": "fill", "algorithm": "DQN", "env": "CartPole-v1", "config": {"seed": 7}}
     )
     config = build_config(spec).learners(num_learners=0)
     config = config.rl_module(model_config={"fcnet_hiddens": [16]})
     learner = config.build_learner(env=gym.make("CartPole-v1"))
-    assert torch.are_deterministic_algorithms_enabled()  # RLlib's seeding turned it on
+    # as RLlib's seeding leaves a CPU-only torch (a CUDA build: not by RLlib)
+    torch.use_deterministic_algorithms(True)
     deterministic.fill_uninitialized_memory = fill
     params = list(learner.module["default_policy"].parameters())
     for step in range(3):
