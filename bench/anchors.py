@@ -221,6 +221,7 @@ def run_sb3(name: str, anchor: Anchor, args: argparse.Namespace) -> int:
         for seed, run in runs.items():
             try:
                 scores.append(run.result(timeout=max(1.0, started + args.timeout - time.time())))
+                print(f"  sb3 seed {seed}: {scores[-1]:.1f}", flush=True)
             except Exception as error:  # a seed that fails or runs out of time is named
                 print(f"{name}: sb3 seed {seed} failed: {error!r}")
                 failed.append(seed)
