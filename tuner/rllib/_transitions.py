@@ -139,8 +139,9 @@ class TransitionBuffer:
         }
 
     def _sample_one_step(self, n: int) -> dict[str, np.ndarray]:
-        """`sample` where it is uniform and 1-step (DQN's and SAC's default): the same
-        draw and columns, without the n-step walk (each sample ends on its own row)."""
+        """`sample` where it is uniform and 1-step (SAC's default; DQN where a spec sets
+        `n_step: 1`, our preset's being 3): the same draw and columns, without the n-step
+        walk (each sample ends on its own row)."""
         rows = self._draw(n)
         self._last_rows = rows
         cols = self._cols
