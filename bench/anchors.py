@@ -202,18 +202,17 @@ def run_sb3(name: str, anchor: Anchor, args: argparse.Namespace) -> int:
 
     try:
         import rl_zoo3  # noqa: F401 - the `bench` extra
-        from quality import Task, zoo_train_and_score
+        from quality import Task, zoo_hyperparams, zoo_train_and_score
     except ImportError:
         print("--published sb3: needs the `bench` extra (stable-baselines3, rl_zoo3)")
         return 0
     steps = args.steps or anchor.steps
     task = Task(anchor.env, anchor.algorithm, anchor.algorithm.lower(), 1, steps)
     try:
-        hyper = zoo_entry(anchor.algorithm.lower(), anchor.env)
+        hyper = zoo_hyperparams(task, {})  # the entry as published, the budget ours
     except KeyError:
         print(f"{name}: rl-zoo3 has no {anchor.algorithm} entry for {anchor.env}")
         return 1
-    hyper.pop("n_timesteps", None)  # replaced by the budget, as `-n T` does
     seeds, scores, failed = list(range(1, args.seeds + 1)), [], []
     started = time.time()
     with ProcessPoolExecutor(args.jobs, initializer=_one_thread) as pool:

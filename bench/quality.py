@@ -240,10 +240,12 @@ def zoo_search(
 def zoo_hyperparams(task: Task, params: dict[str, Any]) -> dict[str, Any]:
     """The sb3 kwargs rl-zoo3 trains a study's trial with: its hyperparams/ALGO.yml
     entry for the env, updated with the trial's params through its converter (what
-    `rl_zoo3.train --storage ... --trial-id ...` does), n_envs and policy included."""
+    `rl_zoo3.train --storage ... --trial-id ...` does), n_envs and policy included; no
+    params: the entry as published."""
     from rl_zoo3.hyperparams_opt import HYPERPARAMS_CONVERTER
 
-    out = {**zoo_entry(task.zoo, task.env), **HYPERPARAMS_CONVERTER[task.zoo](params)}
+    sampled = HYPERPARAMS_CONVERTER[task.zoo](params) if params else {}
+    out = {**zoo_entry(task.zoo, task.env), **sampled}
     out.pop("n_timesteps", None)  # replaced by the budget, as `-n T` does
     return out
 
