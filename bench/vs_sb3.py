@@ -31,12 +31,12 @@ back to 10 episodes, weighted by their episode counts), time = that iteration's
 
     .venv/bin/python bench/vs_sb3.py [--quick] [--algos ppo,dqn,dqn_zoo,sac] [--seeds 3]
         [--seed-start 0] [--keep]
-    .venv/bin/python bench/vs_sb3.py --algos ppo --sb3-envs 8
+    .venv/bin/python bench/vs_sb3.py --sb3-envs 8 --seeds 5    # every row from one run
 
 Our PPO and DQN trials step 8 vectorised envs by default (tuner/algorithms/
 algorithms.yaml); SB3's own default is one env. `--sb3-envs 8` gives SB3's PPO the same
 layout (its 2048-step rollout from 8 envs of 256 steps), for the comparison at equal
-sampling on both sides.
+sampling on both sides; in a run of several algorithms it applies to PPO's row only.
 
 Needs the optional `bench` extra (stable-baselines3); without it, says how to install
 it and exits 0.
@@ -574,10 +574,14 @@ def run_ours(algo: str, seed: int, steps: int, tmp: Path) -> dict[str, Any]:
 # -- report ---------------------------------------------------------------------------
 
 
-def report(algo: str, steps: int, sb3: list[dict[str, Any]], ours: list[dict[str, Any]]) -> None:
+def report(
+    algo: str, steps: int, sb3: list[dict[str, Any]], ours: list[dict[str, Any]], sb3_envs: int = 1
+) -> None:
     spec = ALGOS[algo]
     learning_starts = spec.get("learning_starts", 0)
-    title = f"{spec['name']} on {spec['env']}"
+    title = f"{spec['name']} on {spec['env']}" + (
+        f", SB3 on {sb3_envs} envs" if sb3_envs > 1 else ""
+    )
     print(f"\n--- {title}: {len(sb3)} seed(s), {steps:,} env steps each ---")
     print("matched settings (SB3 default -> RLlib 2.60 setting):")
     print(table(["what", "SB3", "ours (RLlib)"], [list(m) for m in spec["matched"]], "left"))
@@ -705,8 +709,9 @@ def main(argv: list[str] | None = None) -> int:
         "--sb3-envs",
         type=int,
         default=1,
-        help="PPO only: SB3 samples its 2048-step rollout from N envs side by side "
-        "(n_steps 2048/N), as our trials' default of 8 does (default 1: SB3's own default)",
+        help="PPO's row: SB3 samples its 2048-step rollout from N envs side by side "
+        "(n_steps 2048/N), as our trials' default of 8 does (default 1: SB3's own default); "
+        "the other rows keep SB3's one env",
     )
     parser.add_argument("--sb3-arm", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -728,17 +733,17 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [a for a in algos if a not in ALGOS]
     if unknown:
         parser.error(f"--algos: unknown {unknown}; choose from {','.join(ALGOS)}")
-    if args.sb3_envs != 1 and (algos != ["ppo"] or ALGOS["ppo"]["batch"] % args.sb3_envs):
+    if args.sb3_envs < 1 or ALGOS["ppo"]["batch"] % args.sb3_envs:
         parser.error(
-            f"--sb3-envs {args.sb3_envs}: only with --algos ppo, and a divisor of "
-            f"{ALGOS['ppo']['batch']} (the rollout batch stays SB3's)"
+            f"--sb3-envs {args.sb3_envs}: a divisor of {ALGOS['ppo']['batch']} "
+            "(the rollout batch stays SB3's)"
         )
     seeds = args.seeds or (1 if args.quick else 3)
     tmp = Path(tempfile.mkdtemp(prefix="vs-sb3-"))
     print(
         f"vs_sb3: {', '.join(algos)}; {seeds} seed(s){' (quick)' if args.quick else ''}; "
         f"one trial / one process each, torch threads 1, niceness {WORKER_NICENESS} (Ray's "
-        f"worker niceness) on both; SB3 envs {args.sb3_envs}; data in {tmp}"
+        f"worker niceness) on both; SB3's PPO envs {args.sb3_envs}; data in {tmp}"
     )
     try:
         for algo in algos:
@@ -749,14 +754,15 @@ def main(argv: list[str] | None = None) -> int:
                 for arm in arms:
                     t0 = time.perf_counter()
                     if arm == "sb3":
-                        sb3_runs.append(run_sb3(algo, seed, steps, tmp, args.sb3_envs))
+                        envs = args.sb3_envs if algo == "ppo" else 1
+                        sb3_runs.append(run_sb3(algo, seed, steps, tmp, envs))
                     else:
                         our_runs.append(run_ours(algo, seed, steps, tmp))
                     (sb3_runs if arm == "sb3" else our_runs)[-1]["seed"] = seed
                     print(
                         f"  {algo} seed {seed} {arm}: {time.perf_counter() - t0:.1f} s", flush=True
                     )
-            report(algo, steps, sb3_runs, our_runs)
+            report(algo, steps, sb3_runs, our_runs, args.sb3_envs if algo == "ppo" else 1)
             sys.stdout.flush()
     finally:
         if args.keep:
