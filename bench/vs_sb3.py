@@ -19,6 +19,7 @@ and update ratio (samples trained per env step). The realized ratio is read from
 each side's own counters and printed beside the other's.
 
     RATIO vs_sb3.<algo>.throughput     = mean env steps/s (ours, trial time) / (SB3, learn())
+        (printed with each seed pair's ratio and a 95 % bootstrap CI over the pairs)
     RATIO vs_sb3.<algo>.time_to_target = mean time to target, ours / SB3 (lower is better)
 
 Time to target: the first moment the mean return of the last 10 finished episodes
@@ -327,6 +328,25 @@ def mean(values: list[float]) -> float:
     return statistics.fmean(values) if values else float("nan")
 
 
+def ratio_interval(pairs: list[tuple[float, float]], draws: int = 10_000) -> tuple[float, float]:
+    """95 % bootstrap CI of mean(ours) / mean(SB3) over seed pairs (resampled as pairs, the
+    two arms of a seed ran side by side in time).
+
+    Args:
+        pairs: (ours, SB3) env steps per second, one pair per seed.
+        draws: Bootstrap resamples.
+
+    Returns:
+        The 2.5 and 97.5 percentiles (the ratio itself twice for one pair).
+    """
+    import numpy as np
+
+    ours, sb3 = np.array(pairs, dtype=float).T
+    picks = np.random.default_rng(0).integers(0, len(pairs), size=(draws, len(pairs)))
+    ratios = ours[picks].mean(axis=1) / sb3[picks].mean(axis=1)
+    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+
+
 def fmt(value: float | None, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -628,6 +648,16 @@ def report(
     print(
         f"env steps/s: SB3 {sb3_tp:,.0f} (learn()), ours {our_tp:,.0f} (trial time_total_s), "
         f"ratio ours/SB3 {our_tp / sb3_tp:.2f}"
+    )
+    pairs = [
+        (o["env_steps"] / o["trial_s"], s["env_steps"] / s["learn_s"])
+        for s, o in zip(sb3, ours, strict=True)
+    ]
+    low, high = ratio_interval(pairs)
+    print(
+        f"  per seed pair: {', '.join(f'{o / s:.2f}' for o, s in pairs)}; 95 % bootstrap CI of "
+        f"the ratio over seed pairs: [{low:.2f}, {high:.2f}] (how far this machine's drift "
+        "moves it)"
     )
     print(
         f"  whole process: SB3 {sb3_wall_tp:,.0f} (imports + learn), ours {our_wall_tp:,.0f} "
