@@ -778,13 +778,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for algo in algos:
             steps = ALGOS[algo]["quick_steps" if args.quick else "steps"]
+            envs = args.sb3_envs if algo == "ppo" else 1  # --sb3-envs: PPO's row only
             sb3_runs, our_runs = [], []
             for seed in range(args.seed_start, args.seed_start + seeds):
                 arms = ["sb3", "ours"] if seed % 2 == 0 else ["ours", "sb3"]
                 for arm in arms:
                     t0 = time.perf_counter()
                     if arm == "sb3":
-                        envs = args.sb3_envs if algo == "ppo" else 1
                         sb3_runs.append(run_sb3(algo, seed, steps, tmp, envs))
                     else:
                         our_runs.append(run_ours(algo, seed, steps, tmp))
@@ -792,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(
                         f"  {algo} seed {seed} {arm}: {time.perf_counter() - t0:.1f} s", flush=True
                     )
-            report(algo, steps, sb3_runs, our_runs, args.sb3_envs if algo == "ppo" else 1)
+            report(algo, steps, sb3_runs, our_runs, envs)
             sys.stdout.flush()
     finally:
         if args.keep:
