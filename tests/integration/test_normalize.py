@@ -45,9 +45,9 @@ def test_a_normalized_trial_keeps_its_statistics_and_evaluate_uses_them(
     import gymnasium as gym
 
     raw, _ = gym.make("CartPole-v1").reset(seed=3)
-    # the policy saw the first observation normalized, not raw
-    np.testing.assert_allclose(seen[0], normalize(None, raw), rtol=1e-6)
-    assert not np.allclose(seen[0], raw)
+    # the policy saw the first observation normalized, not raw (row 0 of its batch)
+    np.testing.assert_allclose(seen[0][0], normalize(None, raw), rtol=1e-6)
+    assert not np.allclose(seen[0][0], raw)
 
 
 def test_a_plain_checkpoint_has_no_statistics(ray_local, tmp_path):
