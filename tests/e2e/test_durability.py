@@ -117,7 +117,10 @@ def test_serve_with_mlflow_ui_starts_and_stops_it(tmp_path):
     from tests.e2e.conftest import free_port
 
     ui_port = free_port()
-    server = Server(tmp_path / "data", "--mlflow-ui", "--mlflow-port", str(ui_port)).start()
+    # the server waits up to 300 s for the UI (a slow start on busy cores)
+    server = Server(tmp_path / "data", "--mlflow-ui", "--mlflow-port", str(ui_port)).start(
+        timeout=420
+    )
     ui = f"http://127.0.0.1:{ui_port}"
     try:
         # once the API answers (make run has printed its URLs), the UI answers too

@@ -61,7 +61,7 @@ def served(tmp_path_factory):
         tmp_path_factory.mktemp("journey") / "data", "--mlflow-ui", "--mlflow-port", str(ui_port)
     )
     try:
-        srv.start(timeout=240)
+        srv.start(timeout=420)  # the server waits up to 300 s for the UI
         yield srv, f"http://127.0.0.1:{ui_port}"
     finally:
         srv.stop()

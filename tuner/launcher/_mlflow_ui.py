@@ -51,13 +51,14 @@ def start_mlflow_ui(settings: Settings, port: int) -> subprocess.Popen | None:
     )
 
 
-def wait_for_mlflow_ui(proc: subprocess.Popen, port: int, timeout_s: float = 120) -> bool:
-    """Waits until the MLflow UI answers /health (a warning if not).
+def wait_for_mlflow_ui(proc: subprocess.Popen, port: int, timeout_s: float = 300) -> bool:
+    """Waits until the MLflow UI answers /health (a warning if not), while its process
+    lives: on two busy cores its start took over two minutes.
 
     Args:
         proc: Its process.
         port: The port it serves on.
-        timeout_s: How long to wait.
+        timeout_s: How long to wait at most.
 
     Returns:
         Whether it answers.
