@@ -52,8 +52,9 @@ def start_mlflow_ui(settings: Settings, port: int) -> subprocess.Popen | None:
 
 
 def wait_for_mlflow_ui(proc: subprocess.Popen, port: int, timeout_s: float = 300) -> bool:
-    """Waits until the MLflow UI answers /health (a warning if not), while its process
-    lives: on two busy cores its start took over two minutes.
+    """Waits until the MLflow UI answers /health while its process lives (else a warning).
+
+    On two busy cores its start took over two minutes.
 
     Args:
         proc: Its process.
