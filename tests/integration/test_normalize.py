@@ -58,3 +58,25 @@ def test_a_plain_checkpoint_has_no_statistics(ray_local, tmp_path):
     )
     assert filter_state(summary.best.checkpoint) is None
     assert filter_from_checkpoint(summary.best.checkpoint) is None
+
+
+def test_evaluate_plays_at_most_ten_episodes_side_by_side(ray_local, tmp_path, monkeypatch):
+    """12 episodes: a group of ten, then two, each forward pass one row per episode of
+    its group; the first ten play as an evaluation of ten plays them."""
+    summary = run_sweep(
+        tiny_spec(name="grouped", checkpoint={"at_end": True}),
+        storage_path=tmp_path / "tune",
+        progress=False,
+    )
+    checkpoint = summary.best.checkpoint
+    ten = _evaluate.evaluate_checkpoint(checkpoint, episodes=10, seed=5)
+    sizes: list[int] = []
+    act = _evaluate._act
+    monkeypatch.setattr(
+        _evaluate, "_act", lambda module, obs: sizes.append(len(obs)) or act(module, obs)
+    )
+    twelve = _evaluate.evaluate_checkpoint(checkpoint, episodes=12, seed=5)
+    assert sorted(set(sizes)) == [2, 10]
+    assert sizes == sorted(sizes, reverse=True)  # the ten first, then the two
+    assert twelve.returns[:10] == ten.returns
+    assert len(twelve.returns) == 12

@@ -31,6 +31,10 @@ from tuner.rllib._trial_config import CHECKPOINT_META
 from tuner.spec import MultiAgentSpec
 
 RL_MODULE_DIR = Path("learner_group", "learner", "rl_module")
+# episodes played side by side at most (a trial's final evaluation plays 10): more are
+# played in groups of this many, so that `--episodes 20` plays the first ten as the
+# trial's final evaluation did, and a hundred Atari envs are never open at once
+SIDE_BY_SIDE = 10
 MODULE_DIR = RL_MODULE_DIR / "default_policy"
 
 
@@ -310,16 +314,19 @@ def evaluate_checkpoint(
         std_return=0.0,
     )
     if multi_agent is None:
-        played = _single_agent_episodes(
-            lambda i: make_env(meta["env"], render_config if i == 0 else env_config, wrappers),
-            modules[None],
-            [seed + episode for episode in range(episodes)],
-            max_steps,
-            render_to,
-            seen,
-        )
-        out.returns = [total for total, _ in played]
-        out.lengths = [steps for _, steps in played]
+        for first in range(0, episodes, SIDE_BY_SIDE):
+            played = _single_agent_episodes(
+                lambda i, first=first: make_env(
+                    meta["env"], render_config if first + i == 0 else env_config, wrappers
+                ),
+                modules[None],
+                [seed + e for e in range(first, min(first + SIDE_BY_SIDE, episodes))],
+                max_steps,
+                render_to if first == 0 else None,
+                seen,
+            )
+            out.returns += [total for total, _ in played]
+            out.lengths += [steps for _, steps in played]
     else:
         env = make_env(meta["env"], env_config, wrappers)
         try:
@@ -402,8 +409,10 @@ def _single_agent_episodes(
     The batch keeps its shape to the end (an episode that ended repeats its last
     observation, its action unused), so an episode's actions do not depend on when the
     others end. Episode 0's frames go to `render_to`; `make(i)` builds episode i's env."""
-    envs = [make(i) for i in range(len(seeds))]
+    envs: list[Any] = []
     try:
+        for i in range(len(seeds)):  # inside the try: an env that fails closes the others
+            envs.append(make(i))
         obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds, strict=True)]
         totals, steps = [0.0] * len(envs), [0] * len(envs)
         running = [max_steps > 0] * len(envs)
