@@ -31,11 +31,11 @@ from tuner.rllib._trial_config import CHECKPOINT_META
 from tuner.spec import MultiAgentSpec
 
 RL_MODULE_DIR = Path("learner_group", "learner", "rl_module")
+MODULE_DIR = RL_MODULE_DIR / "default_policy"
 # episodes played side by side at most (a trial's final evaluation plays 10): more are
 # played in groups of this many, so that `--episodes 20` plays the first ten as the
 # trial's final evaluation did, and a hundred Atari envs are never open at once
 SIDE_BY_SIDE = 10
-MODULE_DIR = RL_MODULE_DIR / "default_policy"
 
 
 class Evaluation(BaseModel):
