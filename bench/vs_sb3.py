@@ -34,6 +34,12 @@ back to 10 episodes, weighted by their episode counts), time = that iteration's
         [--seed-start 0] [--keep]
     .venv/bin/python bench/vs_sb3.py --sb3-envs 8 --seeds 5    # every row from one run
 
+`--together` runs each seed pair's two arms at the same time instead, one core each, so
+that both face the same phase of the machine (on this 2-core VM, iteration times of the
+same code swing by up to 2x over minutes); ours then starts Ray while SB3 already
+learns, which slows SB3's first seconds, and the background of Ray (driver, raylet,
+dashboard agent: ~8 % of a core together) shares the cores with both.
+
 Our PPO and DQN trials step 8 vectorised envs by default (tuner/algorithms/
 algorithms.yaml); SB3's own default is one env. `--sb3-envs 8` gives SB3's PPO the same
 layout (its 2048-step rollout from 8 envs of 256 steps), for the comparison at equal
@@ -46,6 +52,7 @@ it and exits 0.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib.util
 import json
 import math
@@ -743,6 +750,12 @@ def main(argv: list[str] | None = None) -> int:
         "(n_steps 2048/N), as our trials' default of 8 does (default 1: SB3's own default); "
         "the other rows keep SB3's one env",
     )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="each seed pair's two arms at the same time, one core each (both face the "
+        "same machine phase; default: one after the other, alternating the order)",
+    )
     parser.add_argument("--sb3-arm", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
@@ -781,6 +794,18 @@ def main(argv: list[str] | None = None) -> int:
             envs = args.sb3_envs if algo == "ppo" else 1  # --sb3-envs: PPO's row only
             sb3_runs, our_runs = [], []
             for seed in range(args.seed_start, args.seed_start + seeds):
+                if args.together:  # both arms at once, one core each: the same machine phase
+                    t0 = time.perf_counter()
+                    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                        sb3_f = pool.submit(run_sb3, algo, seed, steps, tmp, envs)
+                        ours_f = pool.submit(run_ours, algo, seed, steps, tmp)
+                        sb3_runs.append({**sb3_f.result(), "seed": seed})
+                        our_runs.append({**ours_f.result(), "seed": seed})
+                    print(
+                        f"  {algo} seed {seed} both at once: {time.perf_counter() - t0:.1f} s",
+                        flush=True,
+                    )
+                    continue
                 arms = ["sb3", "ours"] if seed % 2 == 0 else ["ours", "sb3"]
                 for arm in arms:
                     t0 = time.perf_counter()
