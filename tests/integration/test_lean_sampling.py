@@ -1,7 +1,10 @@
-"""The lean sampling path (tuner/rllib/_lean_sampling.py): an env runner with the lean
-connector pipelines fills the very same episodes as RLlib's own pipelines (observations,
-actions, rewards, ends, every extra model output, to the bit, exploring and not); a
-runner it does not cover keeps RLlib's; a trial reports which path its runners took."""
+"""The lean sampling path (tuner/rllib/_lean_sampling.py, its timestep loop in
+tuner/ray_internals/_rollout.py): an env runner with the lean connector pipelines and
+loop fills the very same episodes as RLlib's own pipelines and loop (observations,
+actions, rewards, ends, every extra model output, to the bit, exploring and not) and
+reports the same metrics; a spec's episode callbacks are called as RLlib calls them;
+sampling by episodes takes RLlib's loop; a runner it does not cover keeps RLlib's; a
+trial reports which path its runners took."""
 
 from __future__ import annotations
 
@@ -35,6 +38,34 @@ def _runner(config, env: str, envs: int, lean: bool) -> SingleAgentEnvRunner:
     return runner
 
 
+# metrics that measure time, not what was sampled (RLlib's pipelines also time each of
+# their pieces, which the lean ones skip); "sample" is the sample call's timer
+TIMED = ("time", "duration")
+
+
+def _counted(metrics: dict, prefix: str = "") -> dict:
+    """A runner's reduced metrics but those that time, flattened to their values."""
+    out = {}
+    for key, value in metrics.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_counted(value, f"{path}/"))
+        elif path != "sample" and not any(word in path for word in TIMED):
+            out[path] = value.peek()
+    return out
+
+
+@pytest.fixture
+def lean_steps(monkeypatch) -> list[int]:
+    """One entry per env step the lean timestep loop recorded."""
+    from tuner.ray_internals import _rollout
+
+    steps: list[int] = []
+    real = _rollout.record_step
+    monkeypatch.setattr(_rollout, "record_step", lambda *a, **k: steps.append(1) or real(*a, **k))
+    return steps
+
+
 def _fields(episode) -> dict:
     return {
         "obs": np.asarray(episode.get_observations()),
@@ -59,8 +90,11 @@ def _fields(episode) -> dict:
     ],
     ids=["DQN-4-envs", "SAC-1-env", "SAC-3-envs", "PPO-3-envs", "PPO-Box-3-envs"],
 )
-def test_the_lean_pipelines_fill_the_same_episodes_as_rllibs(monkeypatch, config, env, envs):
-    """DQN's exploration pass is the lean one on the lean runner (its draws the same)."""
+def test_the_lean_pipelines_fill_the_same_episodes_as_rllibs(
+    monkeypatch, lean_steps, config, env, envs
+):
+    """DQN's exploration pass is the lean one on the lean runner (its draws the same);
+    every step of both samples went through the lean loop."""
     from tuner.rllib import _lean_exploration
 
     passes = []
@@ -70,14 +104,14 @@ def test_the_lean_pipelines_fill_the_same_episodes_as_rllibs(monkeypatch, config
         "lean_dqn_exploration",
         lambda *a, **k: passes.append(1) or real(*a, **k),
     )
-    sampled, returns = {}, {}
+    sampled, metrics = {}, {}
     for lean in (False, True):
         runner = _runner(config(), env, envs, lean)
         try:
             episodes = runner.sample(num_timesteps=600, explore=True)
             episodes += runner.sample(num_timesteps=200, explore=False)
             sampled[lean] = [_fields(e) for e in episodes]
-            returns[lean] = runner.get_metrics()["episode_return_mean"]
+            metrics[lean] = _counted(runner.get_metrics())
             # the lean runner's module stays in eval mode: no switch back and forth a step
             training = {m.training for m in runner.module.modules()}
             assert training == ({False} if lean else {True})
@@ -89,12 +123,58 @@ def test_the_lean_pipelines_fill_the_same_episodes_as_rllibs(monkeypatch, config
         for key, value in rllib.items():
             assert lean[key].dtype == value.dtype, key
             np.testing.assert_array_equal(lean[key], value, err_msg=key)
-    assert returns[True] == returns[False]
+    assert metrics[True] == metrics[False]
+    assert metrics[True]["episode_return_mean"] is not None
+    assert len(lean_steps) >= 800 // envs
     # at least 600 exploring env steps, `envs` a pass (and no pass on RLlib's runner)
     if config is DQNConfig:
         assert len(passes) >= 600 // envs
     else:
         assert passes == []
+
+
+def test_a_specs_episode_callbacks_are_called_as_rllibs_loop_calls_them(lean_steps):
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+
+    calls: list[tuple[str, int, int]] = []
+
+    class Counting(RLlibCallback):
+        def on_episode_start(self, *, episode, env_index, **kwargs):
+            calls.append(("start", env_index, len(episode)))
+
+        def on_episode_step(self, *, episode, env_index, **kwargs):
+            calls.append(("step", env_index, len(episode)))
+
+        def on_episode_end(self, *, episode, env_index, **kwargs):
+            calls.append(("end", env_index, len(episode)))
+
+    seen = {}
+    for lean in (False, True):
+        calls.clear()
+        runner = _runner(PPOConfig().callbacks(Counting), "CartPole-v1", 3, lean)
+        try:
+            runner.sample(num_timesteps=300, explore=True)
+        finally:
+            runner.stop()
+        seen[lean] = list(calls)
+    assert seen[True] == seen[False]
+    assert {"start", "step", "end"} <= {which for which, _, _ in seen[True]}
+    assert len(lean_steps) >= 100
+
+
+def test_sampling_by_episodes_takes_rllibs_loop(lean_steps):
+    sampled = {}
+    for lean in (False, True):
+        runner = _runner(PPOConfig(), "CartPole-v1", 2, lean)
+        try:
+            sampled[lean] = [_fields(e) for e in runner.sample(num_episodes=3, explore=True)]
+        finally:
+            runner.stop()
+    assert lean_steps == []
+    assert len(sampled[True]) == len(sampled[False]) >= 3
+    for rllib, lean in zip(sampled[False], sampled[True], strict=True):
+        for key, value in rllib.items():
+            np.testing.assert_array_equal(lean[key], value, err_msg=key)
 
 
 def test_runners_it_does_not_cover_keep_rllibs_pipelines():

@@ -19,6 +19,7 @@ from tuner.ray_internals import (
     DQN_EXPLORATION_SOURCE,
     LEARNER_UPDATE_SOURCE,
     PRIVATE_NAMES,
+    SAMPLE_SOURCE,
     TRAINING_STEP_SOURCE,
     PrivateName,
 )
@@ -28,6 +29,20 @@ ADAPTER = Path(ray_internals.__file__).parent
 
 # the parameters of each private method we override, as our hooks call them
 OVERRIDE_PARAMS = {
+    "_sample": [
+        "self",
+        "num_timesteps",
+        "num_episodes",
+        "explore",
+        "random_actions",
+        "force_reset",
+    ],
+    "_try_env_step": ["self", "actions"],
+    "_reset_envs_and_episodes": ["self", "explore"],
+    "_make_on_episode_callback": ["self", "which", "idx", "episodes"],
+    "_new_episode": ["self", "env_index", "episodes"],
+    "_log_env_steps": ["self", "metric", "num_steps"],
+    "_increase_sampled_metrics": ["self", "num_steps", "num_episodes_completed"],
     "_create_local_replay_buffer_if_necessary": ["self", "config"],
     "_build_qf_encoder_continuous": ["self", "framework"],
     "_get_new_config": ["self", "trial", "trial_to_clone"],
@@ -280,4 +295,16 @@ def test_the_lean_dqn_exploration_follows_the_installed_one():
     assert hashlib.sha256(source.encode()).hexdigest() == DQN_EXPLORATION_SOURCE, (
         "DefaultDQNTorchRLModule._forward_exploration changed: check "
         "tuner/rllib/_lean_exploration.py against it, then update DQN_EXPLORATION_SOURCE"
+    )
+
+
+def test_the_lean_timestep_loop_follows_the_installed_one():
+    """ray_internals/_rollout.py does what SingleAgentEnvRunner._sample does for the
+    timesteps it covers: a Ray whose loop changed fails here until it is checked again."""
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    source = inspect.getsource(SingleAgentEnvRunner._sample)
+    assert hashlib.sha256(source.encode()).hexdigest() == SAMPLE_SOURCE, (
+        "SingleAgentEnvRunner._sample changed: check tuner/ray_internals/_rollout.py "
+        "against it, then update SAMPLE_SOURCE"
     )

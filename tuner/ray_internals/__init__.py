@@ -10,8 +10,9 @@ of tuner/ or bench/ outside this package uses one.
 
 This face only re-exports; each private module owns one part of Ray: `_ray` (ray.init),
 `_algorithm` (AlgorithmConfig, Algorithm, Catalog), `_env_runner` (env runners,
-sampling, an RLModule's exploration), `_learner` (Learner, LearnerGroup), `_tune`
-(Trainable, PB2, Tuner, ResultGrid) and `_names` (the list of names and its schema).
+sampling, an RLModule's exploration), `_rollout` (an env runner's timestep loop),
+`_learner` (Learner, LearnerGroup), `_tune` (Trainable, PB2, Tuner, ResultGrid) and
+`_names` (the list of names and its schema).
 
 Ray is imported lazily: the functions here run in processes that have Ray already.
 """
@@ -58,6 +59,7 @@ from tuner.ray_internals._names import (
     read_private_names,
 )
 from tuner.ray_internals._ray import no_prestarted_workers
+from tuner.ray_internals._rollout import SAMPLE_SOURCE, install_lean_loop
 from tuner.ray_internals._tune import (
     PB2ConfigHook,
     forget_pending_decisions,
@@ -77,6 +79,7 @@ __all__ = [
     "MODEL_CONFIG_KEY",
     "PRIVATE_NAMES",
     "RL_MODULE_SPEC_KEY",
+    "SAMPLE_SOURCE",
     "TARGET_UPDATE_SOURCE",
     "TRAINING_STEP_SOURCE",
     "DeferredOffPolicyness",
@@ -93,6 +96,7 @@ __all__ = [
     "forget_pending_decisions",
     "fuse_adam",
     "has_own_connectors",
+    "install_lean_loop",
     "lean_cpu_steps",
     "lean_target_updates",
     "learner_compile_skips_modules",

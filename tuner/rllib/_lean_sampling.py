@@ -25,6 +25,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from ray.rllib.connectors.env_to_module import EnvToModulePipeline
 from ray.rllib.connectors.module_to_env import ModuleToEnvPipeline
 from ray.rllib.core.columns import Columns
@@ -44,12 +45,14 @@ from ray.rllib.utils.spaces.space_utils import (
     unsquash_action,
 )
 
-from tuner.ray_internals import env_runner_pipelines
+from tuner.ray_internals import env_runner_pipelines, install_lean_loop
 from tuner.rllib import _lean_categorical as categorical
 from tuner.rllib._lean_exploration import install_lean_exploration
 from tuner.rllib._lean_modes import lean_mode_switches
 
 LEAN_SAMPLING_SWITCH = "TUNER_LEAN_SAMPLING"
+# "0": the lean pipelines inside RLlib's own timestep loop (for comparisons)
+LEAN_LOOP_SWITCH = "TUNER_LEAN_LOOP"
 # RLlib 2.60's default pipelines of a single-agent env runner, piece by piece
 ENV_TO_MODULE_PIECES = (
     "AddObservationsFromEpisodesToBatch",
@@ -208,34 +211,119 @@ class LeanModuleToEnv(ModuleToEnvPipeline):
             RLlib's pipeline's output: `actions` and `actions_for_env` batched, each other
             column a list of one row per env.
         """
-        get_actions, normalize = self.connectors[0], self.connectors[4]
-        if not _lean_categorical_actions(rl_module, batch, explore):
-            batch = get_actions(
-                rl_module=rl_module,
-                batch=batch,
-                episodes=episodes,
-                explore=explore,
-                shared_data=shared_data,
-            )
-        batch = convert_to_numpy(batch)
-        out: dict[str, Any] = {}
-        for column, data in batch.items():
-            if isinstance(data, np.ndarray):  # unbatch's rows (views), batch's copy
-                out[column] = data.copy() if column in ACTION_COLUMNS else list(data)
+        return lean_to_env(self, rl_module, batch, episodes, explore, shared_data, rows=True)
+
+
+def lean_to_env(
+    pipeline: Any,
+    rl_module: Any,
+    batch: dict[str, Any],
+    episodes: list[Any],
+    explore: Any,
+    shared_data: dict[str, Any] | None,
+    rows: bool = False,
+) -> dict[str, Any]:
+    """The default module-to-env pipeline's output for one step.
+
+    Args:
+        pipeline: The runner's module-to-env pipeline (RLlib's default pieces).
+        rl_module: The env runner's module.
+        batch: The module's forward output.
+        episodes: The ongoing episodes, one per env.
+        explore: Whether the module explores.
+        shared_data: Data the two pipelines share within one step.
+        rows: Each column but the actions as a list of rows (RLlib's pipeline's form),
+            else as the batched array (row i is the same).
+
+    Returns:
+        `actions` and `actions_for_env` batched, each other column one row per env.
+    """
+    get_actions, normalize = pipeline.connectors[0], pipeline.connectors[4]
+    if not _lean_categorical_actions(rl_module, batch, explore):
+        batch = get_actions(
+            rl_module=rl_module,
+            batch=batch,
+            episodes=episodes,
+            explore=explore,
+            shared_data=shared_data,
+        )
+    batch = _to_numpy(batch)
+    out: dict[str, Any] = {}
+    for column, data in batch.items():
+        if isinstance(data, np.ndarray):  # unbatch's rows (views), batch's copy
+            if column in ACTION_COLUMNS:
+                out[column] = data.copy()
             else:
-                rows = unbatch(data)
-                out[column] = batch_fn(rows) if column in ACTION_COLUMNS else rows
-        if normalize.normalize_actions or normalize.clip_actions:
-            space = get_base_struct_from_space(normalize.action_space)
-            act = unsquash_action if normalize.normalize_actions else clip_action
-            actions = out[Columns.ACTIONS]
-            if isinstance(actions, np.ndarray) and isinstance(space, gym.Space):
-                # elementwise on the batch (the bounds broadcast): each row as per row
-                out[Columns.ACTIONS_FOR_ENV] = np.array(act(actions, space), copy=True)
-            else:
-                rows = unbatch(actions)
-                out[Columns.ACTIONS_FOR_ENV] = batch_fn([act(row, space) for row in rows])
-        return out
+                out[column] = list(data) if rows else data
+        else:
+            rows_of = unbatch(data)
+            out[column] = batch_fn(rows_of) if column in ACTION_COLUMNS else rows_of
+    if normalize.normalize_actions or normalize.clip_actions:
+        space = get_base_struct_from_space(normalize.action_space)
+        act = unsquash_action if normalize.normalize_actions else clip_action
+        actions = out[Columns.ACTIONS]
+        if isinstance(actions, np.ndarray) and isinstance(space, gym.spaces.Discrete):
+            out[Columns.ACTIONS_FOR_ENV] = actions.copy()  # both change Box parts only
+        elif isinstance(actions, np.ndarray) and isinstance(space, gym.Space):
+            # elementwise on the batch (the bounds broadcast): each row as per row
+            out[Columns.ACTIONS_FOR_ENV] = np.array(act(actions, space), copy=True)
+        else:
+            rows_of = unbatch(actions)
+            out[Columns.ACTIONS_FOR_ENV] = batch_fn([act(row, space) for row in rows_of])
+    return out
+
+
+def _to_numpy(batch: dict[str, Any]) -> dict[str, Any]:
+    """RLlib's convert_to_numpy of a flat dict of torch tensors (each to numpy on the
+    CPU, floats as float32, int64 as int32), without its tree walk; anything else through
+    convert_to_numpy itself."""
+    if not all(isinstance(v, torch.Tensor) and v.dim() > 0 for v in batch.values()):
+        return convert_to_numpy(batch)
+    out = {}
+    for column, tensor in batch.items():
+        value = tensor.detach().cpu().numpy()
+        if np.issubdtype(value.dtype, np.floating):
+            value = value.astype(np.float32)
+        elif np.issubdtype(value.dtype, int):
+            value = value.astype(np.int32)
+        out[column] = value
+    return out
+
+
+def lean_to_module(
+    runner: Any,
+    observations: np.ndarray,
+    episodes: list[Any],
+    explore: Any,
+    shared_data: dict[str, Any],
+) -> Any:
+    """The default env-to-module pipeline's output from the env's batched observations
+    (each episode's last observation, as the pipeline reads them back from the episodes):
+    RLlib's NumpyToTensor piece on them (on a machine without CUDA, what it computes).
+
+    Args:
+        runner: The env runner.
+        observations: The observations the env returned, one row per env.
+        episodes: The ongoing episodes, one per env.
+        explore: Whether the module explores.
+        shared_data: Data the two pipelines share within one step.
+
+    Returns:
+        {"obs": tensor}, as RLlib's pipeline gives it.
+    """
+    if observations.dtype.kind == "f" and not torch.cuda.is_available():
+        # the piece's convert_to_torch_tensor on a CPU-only machine: the array as a
+        # tensor, floats other than float16 as float32, on the CPU
+        tensor = torch.from_numpy(observations)
+        return {Columns.OBS: tensor if tensor.dtype == torch.float16 else tensor.float()}
+    to_module, _ = env_runner_pipelines(runner)
+    return to_module.connectors[-1](
+        rl_module=runner.module,
+        batch={Columns.OBS: observations},
+        episodes=episodes,
+        explore=explore,
+        shared_data=shared_data,
+    )
 
 
 def _lean_categorical_actions(rl_module: Any, batch: dict[str, Any], explore: Any) -> bool:
@@ -276,4 +364,6 @@ def install(runner: Any) -> str:
     # train mode each step walked the module twice, to eval and back
     runner.module.eval()
     install_lean_exploration(runner.module)  # RLlib's DQN module: its pass, leanly
+    if os.environ.get(LEAN_LOOP_SWITCH, "1") != "0":
+        install_lean_loop(runner, lean_to_env, lean_to_module)
     return "lean"
