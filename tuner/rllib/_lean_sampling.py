@@ -20,6 +20,7 @@ env runner, an RNN, several agents, a Dict/Tuple observation or action space.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -282,12 +283,20 @@ def _to_numpy(batch: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for column, tensor in batch.items():
         value = tensor.detach().cpu().numpy()
-        if np.issubdtype(value.dtype, np.floating):
-            value = value.astype(np.float32)
-        elif np.issubdtype(value.dtype, int):
-            value = value.astype(np.int32)
-        out[column] = value
+        to = _reduced_type(value.dtype)
+        out[column] = value if to is None else value.astype(to)
     return out
+
+
+@functools.cache
+def _reduced_type(dtype: np.dtype) -> type | None:
+    """What convert_to_numpy casts an array of `dtype` to: float32 for any float, int32
+    for Python's int (int64 here), None for anything else."""
+    if np.issubdtype(dtype, np.floating):
+        return np.float32
+    if np.issubdtype(dtype, int):
+        return np.int32
+    return None
 
 
 def lean_to_module(
