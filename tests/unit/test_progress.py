@@ -212,3 +212,22 @@ def test_progress_pickles_without_its_console():
     back = pickle.loads(pickle.dumps(progress))
     assert back.rows.keys() == progress.rows.keys()
     assert back._console is None
+
+
+def test_an_iteration_without_an_episode_keeps_the_last_measured_value():
+    """RLlib reports NaN for an iteration in which no episode ended (LunarLander's long
+    episodes): the line shows the last value measured, NaN only if none was."""
+    out = io.StringIO()
+    progress = RichProgress(METRIC, KEYS, console=Console(file=out, width=80))
+    trials = [trial(0), trial(1)]
+    values = {0: [12.5, float("nan")], 1: [float("nan"), float("nan")]}
+    for t in trials:
+        progress.on_trial_start(0, trials, t)
+        for value in values[int(t.trial_id[-1])]:
+            progress.on_trial_result(
+                0, trials, t, {**result(0), "env_runners": {"episode_return_mean": value}}
+            )
+        t.status = "TERMINATED"
+        progress.on_trial_complete(0, trials, t)
+    lines = [line.split("\t") for line in out.getvalue().splitlines()]
+    assert [line[4] for line in lines[1:]] == ["12.5", "nan"]

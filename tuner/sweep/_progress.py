@@ -38,6 +38,14 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _unmeasured(value: Any) -> bool:
+    """No number: None, or NaN (RLlib's mean over no finished episode)."""
+    try:
+        return value is None or math.isnan(value)
+    except TypeError:
+        return False
+
+
 def whole(value: Any) -> str:
     """A value in a piped line, whole: a float as repr writes it (it reads back the same),
     a string as is (as JSON where it holds a tab or a line break), a list or dict as JSON;
@@ -245,8 +253,12 @@ class RichProgress(Callback):
             status=TrialStatus.RUNNING,
             iter=result.get(ITERATION_KEY, 0),
             steps=int(result.get(STEP_KEY) or 0),
-            metric=lookup(result, self.metric),
         )
+        value = lookup(result, self.metric)
+        # an iteration in which no episode ended reports NaN: the last measured value
+        # stays (as a trial's ranking carries it over), NaN only until one is measured
+        if not _unmeasured(value) or row["metric"] is None:
+            row["metric"] = value
         self._refresh()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
