@@ -124,11 +124,13 @@ def test_a_raced_sweeps_answer_shows_its_seeds_and_their_mean(server, browser):
         assert not errors, errors
 
 
-def test_a_sweep_stopped_while_its_page_is_open_shows_every_trial_paused(server, browser):
+def test_a_sweep_stopped_while_its_page_is_open_shows_its_trials_as_they_ended(server, browser):
     """The page fetches a terminal sweep's trials one last time: that fetch must not get
     the trials from before the stop (the server's view cache drops them when the sweep's
-    view finds it STOPPED), or the table would say RUNNING under a STOPPED sweep."""
-    spec = tiny("browser-stop", iterations=8)
+    view finds it STOPPED), or the table would say RUNNING under a STOPPED sweep. Each
+    trial shows the status the server holds: PAUSED, or TERMINATED where a loaded machine
+    let it run out its iterations before the stop landed."""
+    spec = tiny("browser-stop", iterations=30)  # the stop lands long before 30 s of trial
     spec["config"]["min_time_s_per_iteration"] = 1
     with server.client() as c:
         exp_id = c.post("/experiments", json=spec).json()["id"]
@@ -154,8 +156,16 @@ def test_a_sweep_stopped_while_its_page_is_open_shows_every_trial_paused(server,
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "sweep-stopped.png"), full_page=True)
         assert len(shown) == 2, shown
-        assert all("PAUSED" in status for status in shown), shown
+        assert not any("RUNNING" in status for status in shown), shown
+        held = [t["status"] for t in c.get(f"/experiments/{exp_id}/trials").json()["items"]]
+        assert sorted(held) == sorted(_status_word(status) for status in shown), (held, shown)
+        assert "PAUSED" in held  # the stop paused at least the trial with iterations left
         assert not errors, errors
+
+
+def _status_word(cell: str) -> str:
+    """The trial status a status cell names."""
+    return next(word for word in ("PAUSED", "TERMINATED", "ERROR", "RUNNING") if word in cell)
 
 
 def test_page_with_200_trials(server, browser):
