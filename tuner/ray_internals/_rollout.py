@@ -95,6 +95,7 @@ def lean_sample(
         ENV_TO_MODULE_SUM_EPISODES_LENGTH_IN,
         ENV_TO_MODULE_SUM_EPISODES_LENGTH_OUT,
         RLMODULE_INFERENCE_TIMER,
+        WEIGHTS_SEQ_NO,
     )
 
     quiet = quiet_episode_callbacks(runner)
@@ -122,7 +123,7 @@ def lean_sample(
             runner._reset_envs_and_episodes(explore)
             continue
         observations = results[0]
-        started, stepped = record_step(runner, results, actions, to_env)
+        started, stepped = record_step(runner, results, actions, to_env, WEIGHTS_SEQ_NO)
         ts += stepped
         # the next step's input: each episode's last observation, which is the env's
         length = sum(map(len, episodes))
@@ -145,13 +146,12 @@ def lean_sample(
 
 
 def record_step(
-    runner: Any, results: tuple[Any, ...], actions: Any, to_env: dict[str, Any]
+    runner: Any, results: tuple[Any, ...], actions: Any, to_env: dict[str, Any], seq_key: str
 ) -> tuple[set[int], int]:
     """One env step into the ongoing episodes, as RLlib's loop adds it: a reset where an
     episode has none yet, else the step with the module's outputs. Returns the envs
-    whose episodes started, and how many env steps were taken (resets do not count)."""
-    from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
-
+    whose episodes started, and how many env steps were taken (resets do not count);
+    `seq_key` is RLlib's WEIGHTS_SEQ_NO (imported once a sample, not once a step)."""
     observations, rewards, terminateds, truncateds, infos = results
     seq_no = runner._weights_seq_no
     started, stepped = set(), 0
@@ -162,7 +162,7 @@ def record_step(
             continue
         stepped += 1
         extra = {k: v[i] for k, v in to_env.items()}
-        extra[WEIGHTS_SEQ_NO] = seq_no
+        extra[seq_key] = seq_no
         episode.add_env_step(
             observation=observations[i],
             action=actions[i],
