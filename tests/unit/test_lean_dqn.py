@@ -62,6 +62,34 @@ def test_the_lean_loss_and_gradients_are_rllibs_on_a_fixed_batch(monkeypatch, do
         assert torch.equal(lean_grads[name], grad), name
 
 
+def test_a_single_q_target_with_nan_inf_and_ties_is_rllibs(monkeypatch):
+    from ray.rllib.algorithms.dqn.dqn_learner import QF_PREDS, QF_TARGET_NEXT_PREDS
+
+    learner = _dqn_learner(monkeypatch, False, double_q=False)
+    config = learner.config.get_config_for_module("default_policy")
+    nan, inf = float("nan"), float("inf")
+    q = torch.tensor([[0.5, 1.0], [0.2, -0.3], [1.5, 0.0], [0.1, 0.4]], requires_grad=True)
+    fwd_out = {
+        QF_PREDS: q,
+        # a NaN next to a number, all -inf, a tie, +inf (its row terminated)
+        QF_TARGET_NEXT_PREDS: torch.tensor([[nan, 1.0], [-inf, -inf], [2.0, 2.0], [inf, 0.0]]),
+    }
+    batch = {
+        Columns.ACTIONS: torch.tensor([0, 1, 1, 0]),
+        Columns.REWARDS: torch.tensor([1.0, 0.5, -1.0, 2.0]),
+        Columns.TERMINATEDS: torch.tensor([False, False, False, True]),
+        "n_step": torch.ones(4, dtype=torch.int64),
+        "weights": torch.ones(4),
+    }
+    own = DQNTorchLearner.compute_loss_for_module(
+        learner, module_id="default_policy", config=config, batch=batch, fwd_out=fwd_out
+    )
+    lean, _, td_error = dqn_td_loss(config, batch, fwd_out)
+    assert math.isfinite(own.item())
+    assert torch.equal(lean, own)
+    assert not td_error.requires_grad  # logged only: no graph
+
+
 def test_the_lean_learner_takes_the_lean_loss_and_logs_rllibs_stats(monkeypatch):
     from tuner.rllib import _lean_dqn
 

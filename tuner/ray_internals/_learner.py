@@ -4,6 +4,7 @@ and the target-network update."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -196,8 +197,10 @@ def lean_cpu_steps(learner: Any) -> bool:
     RLlib's TorchLearner tests every gradient for NaN/inf twice and clips by global norm
     one tensor at a time, and its Adams step one tensor at a time: a third of a small
     network's update (docs/benchmarks.md). Here one total norm (the global-norm clip's,
-    if any) tells whether every gradient is finite; if one is not, RLlib's own clip and
-    step run (they zero it, with a warning). Adam steps fused (the same update). Left
+    if any), read once, tells whether every gradient is finite; if one is not, RLlib's
+    own clip and step run (they zero it, with a warning). The same read skips RLlib's
+    coefficient (four tensor ops) where it is exactly 1, the norm well under the clip.
+    Adam steps fused (the same update). Left
     alone: a GPU Learner, grad scalers, torch LRSchedulers, `torch_skip_nan_gradients`."""
     import torch
 
@@ -218,10 +221,12 @@ def lean_cpu_steps(learner: Any) -> bool:
             return rllib_clip(gradients_dict, grad_clip=grad_clip, grad_clip_by=grad_clip_by)
         seen["grads"] += len(grads)
         total = torch.nn.utils.get_total_norm(grads)
-        if not bool(torch.isfinite(total)):
+        norm = total.item()  # one read: finite, and clipping at all (most updates: not)
+        if not math.isfinite(norm):
             seen["finite"] = False
             return rllib_clip(gradients_dict, grad_clip=grad_clip, grad_clip_by=grad_clip_by)
-        # RLlib's coefficient; at 1 (no clipping) its multiply changes nothing
+        if norm + 1e-6 < grad_clip * (1 - 1e-5):  # RLlib's coefficient is exactly 1 here
+            return total
         coeff = torch.clamp(grad_clip / torch.clamp(total + 1e-6, min=grad_clip), max=1.0)
         if bool(coeff < 1.0):
             for grad in grads:

@@ -8,7 +8,10 @@ every reported stat are RLlib's bit for bit (tests/unit/test_lean_metrics.py, up
 update); the loss function is called as a function (what the module's forward calls),
 the five stats are stacked into one tensor and logged as one row of a `MetricsRecorder`
 group (the same per-key means at the flush), and the TD errors are computed but not
-logged where the flat path's uniform buffer dropped them.
+logged where the flat path's uniform buffer dropped them. Three ops differ, not their
+values: without double Q the target's argmax-and-gather is its max (the same element);
+the stats' min and max are one `aminmax`; the stats and TD errors are computed without
+an autograd graph (they are logged detached).
 
 Covered: a scalar Q-head (`num_atoms: 1`), with or without double Q, Huber or MSE, no
 loss mask (no sequences). A distributional head or a masked batch runs RLlib's own loss.
@@ -69,12 +72,13 @@ def dqn_td_loss(
         torch.gather(q_curr, dim=-1, index=actions.view(*actions.shape, 1).long()),
         neginf=0.0,
     ).squeeze(dim=-1)
-    # double Q: the target net's value at the online net's greedy next action
-    chooser = fwd_out[QF_NEXT_PREDS] if config.double_q else q_target_next
-    best_idx = torch.argmax(chooser, dim=-1).unsqueeze(dim=-1).long()
-    q_next_best = torch.nan_to_num(
-        torch.gather(q_target_next, dim=-1, index=best_idx), neginf=0.0
-    ).squeeze()
+    if config.double_q:  # the target net's value at the online net's greedy next action
+        best_idx = torch.argmax(fwd_out[QF_NEXT_PREDS], dim=-1).unsqueeze(dim=-1).long()
+        q_next_best = torch.nan_to_num(
+            torch.gather(q_target_next, dim=-1, index=best_idx), neginf=0.0
+        ).squeeze()
+    else:  # the element RLlib's argmax and gather pick (a NaN's index: NaN, then 0)
+        q_next_best = torch.nan_to_num(torch.amax(q_target_next, dim=-1), neginf=0.0)
     q_next_best_masked = (1.0 - batch[Columns.TERMINATEDS].float()) * q_next_best
     discount = config.gamma ** batch["n_step"]
     target = (batch[Columns.REWARDS] + discount * q_next_best_masked).detach()
@@ -82,8 +86,9 @@ def dqn_td_loss(
         per_sample = torch.nn.functional.huber_loss(q_selected, target, reduction="none", delta=1.0)
     else:
         per_sample = torch.nn.functional.mse_loss(q_selected, target, reduction="none")
-    td_error = torch.abs(q_selected - target)
     total_loss = torch.mean(batch["weights"] * per_sample)
+    with torch.no_grad():  # stats and priorities only: no graph
+        td_error = torch.abs(q_selected - target)
     return total_loss, q_selected, td_error
 
 
@@ -111,13 +116,9 @@ class LeanDQNLoss:
             )
         total_loss, q_selected, td_error = dqn_td_loss(config, batch, fwd_out)
         metrics = self.metrics  # type: ignore[attr-defined]
-        stats = (
-            total_loss,
-            torch.mean(q_selected),
-            torch.max(q_selected),
-            torch.min(q_selected),
-            torch.mean(td_error),
-        )
+        with torch.no_grad():  # the values RLlib logs (detached), without their graph
+            q_min, q_max = torch.aminmax(q_selected)
+            stats = (total_loss, torch.mean(q_selected), q_max, q_min, torch.mean(td_error))
         log_row = getattr(metrics, "log_row", None)
         if log_row is None:  # the real MetricsLogger (outside a recorded update)
             metrics.log_value(key=(module_id, TD_ERROR_KEY), value=td_error, reduce="item_series")
@@ -125,5 +126,6 @@ class LeanDQNLoss:
             return total_loss
         if TD_ERROR_KEY not in metrics.drop:
             metrics.log_value(key=(module_id, TD_ERROR_KEY), value=td_error, reduce="item_series")
-        log_row(module_id, STAT_NAMES, torch.stack(stats).detach())
+        with torch.no_grad():
+            log_row(module_id, STAT_NAMES, torch.stack(stats))
         return total_loss
