@@ -26,7 +26,9 @@ def _all_in_mode(module: Any, mode: bool) -> bool:
         current = stack.pop()
         if current.training != mode:
             return False
-        stack.extend(child for child in current._modules.values() if child is not None)
+        for child in current._modules.values():
+            if child is not None:  # torch allows an empty slot
+                stack.append(child)
     return True
 
 
