@@ -81,13 +81,19 @@ def test_a_single_q_target_with_nan_inf_and_ties_is_rllibs(monkeypatch):
         "n_step": torch.ones(4, dtype=torch.int64),
         "weights": torch.ones(4),
     }
-    own = DQNTorchLearner.compute_loss_for_module(
-        learner, module_id="default_policy", config=config, batch=batch, fwd_out=fwd_out
-    )
-    lean, _, td_error = dqn_td_loss(config, batch, fwd_out)
-    assert math.isfinite(own.item())
-    assert torch.equal(lean, own)
-    assert not td_error.requires_grad  # logged only: no graph
+    for rows in (slice(None), slice(0, 1)):  # the batch, and a batch of one
+        out = {k: v[rows] for k, v in fwd_out.items()}
+        part = {k: v[rows] for k, v in batch.items()}
+        own = DQNTorchLearner.compute_loss_for_module(
+            learner, module_id="default_policy", config=config, batch=part, fwd_out=out
+        )
+        (own_grad,) = torch.autograd.grad(own, q)
+        lean, _, td_error = dqn_td_loss(config, part, out)
+        (lean_grad,) = torch.autograd.grad(lean, q)
+        assert math.isfinite(own.item())
+        assert torch.equal(lean, own)
+        assert torch.equal(lean_grad, own_grad)
+        assert not td_error.requires_grad  # logged only: no graph
 
 
 def test_the_lean_learner_takes_the_lean_loss_and_logs_rllibs_stats(monkeypatch):

@@ -199,7 +199,8 @@ def lean_cpu_steps(learner: Any) -> bool:
     network's update (docs/benchmarks.md). Here one total norm (the global-norm clip's,
     if any), read once, tells whether every gradient is finite; if one is not, RLlib's
     own clip and step run (they zero it, with a warning). The same read skips RLlib's
-    coefficient (four tensor ops) where it is exactly 1, the norm well under the clip.
+    coefficient (four tensor ops) where the norm is well under the clip and the
+    coefficient there is exactly 1 (checked once per grad_clip).
     Adam steps fused (the same update). Left
     alone: a GPU Learner, grad scalers, torch LRSchedulers, `torch_skip_nan_gradients`."""
     import torch
@@ -213,6 +214,10 @@ def lean_cpu_steps(learner: Any) -> bool:
     fuse_adam(learner)
     rllib_clip, rllib_apply = learner._get_clip_function(), learner.apply_gradients
     seen = {"grads": 0, "finite": True}  # what this update's clipping saw
+    unit_under: dict[float, bool] = {}  # by grad_clip: RLlib's coefficient under it is 1
+
+    def rllib_coeff(total: Any, grad_clip: Any) -> Any:
+        return torch.clamp(grad_clip / torch.clamp(total + 1e-6, min=grad_clip), max=1.0)
 
     def clip_gradients(gradients_dict: dict[Any, Any], *, grad_clip: Any, grad_clip_by: str) -> Any:
         grads = list(gradients_dict.values())
@@ -225,9 +230,16 @@ def lean_cpu_steps(learner: Any) -> bool:
         if not math.isfinite(norm):
             seen["finite"] = False
             return rllib_clip(gradients_dict, grad_clip=grad_clip, grad_clip_by=grad_clip_by)
-        if norm + 1e-6 < grad_clip * (1 - 1e-5):  # RLlib's coefficient is exactly 1 here
-            return total
-        coeff = torch.clamp(grad_clip / torch.clamp(total + 1e-6, min=grad_clip), max=1.0)
+        if norm + 1e-6 < grad_clip * (1 - 1e-5):
+            # under the clip RLlib's coefficient is one constant per grad_clip: exactly 1
+            # for most (then its multiply changes nothing), one float32 step below 1 for
+            # some (41, 0.99: then it scales, as RLlib's does)
+            unit = unit_under.get(grad_clip)
+            if unit is None:
+                unit = unit_under[grad_clip] = bool(rllib_coeff(torch.zeros(()), grad_clip) == 1)
+            if unit:
+                return total
+        coeff = rllib_coeff(total, grad_clip)
         if bool(coeff < 1.0):
             for grad in grads:
                 grad.detach().mul_(coeff)
