@@ -126,3 +126,31 @@ def test_a_submodule_added_later_or_left_empty_is_read_from_the_tree():
     module.eval()  # the new submodule differs: torch's walk runs and switches it
     assert Counted.walks == 1
     assert not any(flags(module))
+
+
+def test_a_submodule_replaced_or_deleted_is_read_as_the_tree_is_now():
+    module = Counted()
+    lean_mode_switches(module)
+    module.eval()
+    module.body = torch.nn.Sequential(torch.nn.Dropout(0.5))  # the same count, a new module
+    Counted.walks = 0
+    module.eval()
+    assert Counted.walks == 1  # the replacement (train mode) was read
+    assert not any(flags(module))
+    del module.target  # a deleted submodule: the answer stays torch's
+    module.train()
+    assert all(flags(module))
+    module.train()
+    assert Counted.walks == 2  # the second train() found every flag set
+
+
+def test_a_pass_with_nothing_changed_reads_no_tree(monkeypatch):
+    module = Counted()
+    lean_mode_switches(module)
+    module.eval()
+    module.eval()  # the tree read once after the last registration
+    monkeypatch.setattr(torch.nn.Module, "modules", lambda self: pytest.fail("read again"))
+    Counted.walks = 0
+    for _ in range(3):
+        module.eval()
+    assert Counted.walks == 0
