@@ -200,9 +200,9 @@ def lean_cpu_steps(learner: Any) -> bool:
     if any), read once, tells whether every gradient is finite; if one is not, RLlib's
     own clip and step run (they zero it, with a warning). The same read skips RLlib's
     coefficient (four tensor ops) where the norm is well under the clip and the
-    coefficient there is exactly 1 (checked once per grad_clip).
-    Adam steps fused (the same update). Left
-    alone: a GPU Learner, grad scalers, torch LRSchedulers, `torch_skip_nan_gradients`."""
+    coefficient there is exactly 1 (checked once per grad_clip). Adam steps fused (the
+    same update). Left alone: a GPU Learner, grad scalers, torch LRSchedulers,
+    `torch_skip_nan_gradients`."""
     import torch
 
     if learner._grad_scalers is not None or learner._lr_scheduler_classes is not None:
