@@ -244,11 +244,14 @@ def test_a_sampled_renamed_key_is_reported_as_rllib_used_it(ray_local, tmp_path)
         "gamma",
         "train_batch_size_per_learner",
         "target_network_update_freq",
-        "training_intensity",  # the update ratio, searched: what the trial runs
+        "updates_per_env_step",  # the update ratio, searched apart from the batch
     }
+    ratio = sampled.pop("updates_per_env_step")  # tuner's key: RLlib runs the intensity
+    intensity = ratio * sampled["train_batch_size_per_learner"]
     assert out["best"]["full_config"]["n_step"] == 3  # DQN's own, fixed (presets.yaml)
-    assert out["best"]["config"] == sampled
+    assert out["best"]["config"] == {**sampled, "updates_per_env_step": ratio}
     assert {k: out["best"]["full_config"][k] for k in sampled} == sampled
+    assert "updates_per_env_step" not in out["best"]["full_config"]  # pasted: refused
     ctor = pickle.loads((Path(trial["checkpoint"]) / "class_and_ctor_args.pkl").read_bytes())
     used = ctor["ctor_args_and_kwargs"][0][0]  # RLlib's own config state of the trial
     params = (
@@ -261,8 +264,11 @@ def test_a_sampled_renamed_key_is_reported_as_rllib_used_it(ray_local, tmp_path)
         assert (used[key] if key in used else used[f"_{key}"]) == value, key
         assert json.loads(params[key]) == value, (key, params[key])
     assert used["_train_batch_size_per_learner"] == sampled["train_batch_size_per_learner"]
+    assert json.loads(params["updates_per_env_step"]) == ratio
+    assert used["training_intensity"] == pytest.approx(intensity)  # ratio x batch, in RLlib
+    assert float(params["fixed.training_intensity"]) == pytest.approx(intensity)
     # what the trial set beyond the spec is a param too, as RLlib ran it: the flat path's
-    # 8 envs x 4-step rounds (the sampled training_intensity is the ratio it ran at)
+    # 8 envs x 4-step rounds (the searched ratio's training_intensity is the one it ran)
     assert used["num_envs_per_env_runner"] == 8
     for key in ("num_envs_per_env_runner", "rollout_fragment_length"):
         assert float(params[f"fixed.{key}"]) == pytest.approx(used[key]), key

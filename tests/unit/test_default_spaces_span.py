@@ -15,7 +15,10 @@ from __future__ import annotations
 import pytest
 
 from tuner.algorithms import default_space
-from tuner.search_spaces import Domain
+from tuner.search_spaces import UPDATES_PER_ENV_STEP, Domain
+from tuner.spec import parse_spec, resolve_space
+
+BATCH = "train_batch_size_per_learner"
 
 DQN_ACROBOT_LUNAR = {
     "lr": 6.3e-4,
@@ -85,13 +88,17 @@ def test_the_default_space_reaches_rl_zoo3s_tuned_config(algorithm, task):
     assert outside == {}, f"{task}: tuned values outside {algorithm}'s default space"
 
 
-def test_the_dqn_space_reaches_each_tuned_update_ratio():
-    space = default_space("DQN")
-    batches = space["train_batch_size_per_learner"].args
-    intensities = space["training_intensity"].args
-    # the budget rule keeps an intensity at most the batch: updates per env step
-    ratios = {i / b for b in batches for i in intensities if i <= b}
-    assert set(TUNED_DQN_RATIOS.values()) <= ratios
+@pytest.mark.parametrize("task", sorted(TUNED_DQN_RATIOS))
+def test_the_dqn_space_pairs_each_tuned_batch_with_its_update_ratio(task):
+    """Batch and update ratio are searched apart (updates_per_env_step), so each tuned
+    entry's pair is one point of the space at its budget, not only each value alone."""
+    space = resolve_space(
+        parse_spec(
+            {"name": "span", "algorithm": "DQN", "env": task, "stop": {"timesteps_total": 100_000}}
+        )
+    )
+    assert TUNED[("DQN", task)]["train_batch_size_per_learner"] in space[BATCH].args
+    assert TUNED_DQN_RATIOS[task] in space[UPDATES_PER_ENV_STEP].args
 
 
 def test_spans_reads_a_numeric_choice_by_its_bounds_and_a_categorical_one_by_membership():

@@ -25,7 +25,7 @@ from tuner.rllib import (
 )
 from tuner.rllib._fast_replay import debt_for
 from tuner.rllib._update_ratio import MIN_STEPS_PER_ENV, hold_update_ratio, num_envs_of
-from tuner.spec import ALGORITHMS, PRESETS, parse_spec, resolve_space
+from tuner.spec import ALGORITHMS, PRESETS, parse_spec
 from tuner.sweep import trial_params
 
 # every algorithm and preset whose trials sample in rounds on either replay path (DQN and
@@ -209,43 +209,6 @@ def test_a_spec_setting_the_intensity_keeps_it_with_the_vectorised_defaults():
     assert not holds_update_ratio(spec)
     ratio, batch, fragment = as_run_flat(spec, {})
     assert (ratio, batch) == (pytest.approx(8), 32)
-
-
-@pytest.mark.parametrize("flat", ["1", "0"])
-def test_the_default_spaces_sampled_intensity_is_the_ratio_the_trial_runs(flat, monkeypatch):
-    """DQN's default space searches the update ratio (training_intensity, samples trained
-    per env step): each sampled value, with each sampled batch, is the ratio the trial
-    runs, on the flat path (its vectorised defaults) and on RLlib's own round robin."""
-    monkeypatch.setenv("TUNER_FAST_REPLAY", flat)
-    spec = spec_of("DQN", stop={"timesteps_total": 50_000})
-    space = resolve_space(spec)
-    assert set(space["training_intensity"].args) == {32}  # at most the smallest batch
-    assert flat_defaults_apply(spec) == (flat == "1")
-    # every pair leaves one update per 4 env steps or more, and at most 1 per env step
-    updates = {
-        i / b
-        for i in space["training_intensity"].args
-        for b in space["train_batch_size_per_learner"].args
-    }
-    assert min(updates) == 1 / 4
-    assert max(updates) == 1
-    for intensity, batch in itertools.product(
-        space["training_intensity"].args, space["train_batch_size_per_learner"].args
-    ):
-        sampled = {"training_intensity": intensity, "train_batch_size_per_learner": batch}
-        params = as_trial_runs({**trial_params(spec), **sampled}, "DQN")
-        assert params["training_intensity"] == intensity  # as sampled, as reported
-        if flat == "1":
-            ratio, train_batch, _ = as_run_flat(spec, sampled)
-        else:
-            ratio, train_batch, _ = as_run(spec, sampled)
-        assert (ratio, train_batch) == (pytest.approx(intensity, rel=1e-9), batch)
-        derived = derived_settings({**trial_params(spec), **sampled}, spec)[0]
-        # the final evaluation (on by default with a budget) keeps the spec's own env
-        # count where a performance default vectorised the trial's
-        own = {"num_envs_per_env_runner": 1} if flat == "1" else {}
-        assert derived.pop("evaluation_config", {}) == own
-        assert derived == {}
 
 
 def test_the_switch_that_turns_the_flat_path_off_turns_its_defaults_off(monkeypatch):

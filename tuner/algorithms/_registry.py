@@ -11,7 +11,7 @@ from typing import Any
 from tuner.algorithms._info import AlgorithmInfo
 from tuner.algorithms._schema import AlgorithmsFile, PresetsFile, SpaceEntry, SpacesFile
 from tuner.data_files import DataFileError, load_data_file
-from tuner.search_spaces import Domain
+from tuner.search_spaces import Domain, is_fixed
 
 _HERE = Path(__file__).parent
 _ALGORITHMS = _HERE / "algorithms.yaml"
@@ -22,7 +22,7 @@ _SPACES = _HERE.parent / "search_spaces" / "defaults.yaml"
 def _unfixed(space: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]:
     """A default space without the keys a preset fixes: a preset's value always wins
     (Rainbow_DQN's `n_step: 3` is not searched over DQN's {1, 3})."""
-    return {key: dom for key, dom in space.items() if key not in fixed}
+    return {key: dom for key, dom in space.items() if not is_fixed(key, fixed)}
 
 
 def _narrowed(space: SpaceEntry | None, fixed: dict[str, Any]) -> dict[str, Any]:

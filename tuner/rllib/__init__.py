@@ -50,6 +50,7 @@ from tuner.rllib._update_ratio import (
     holds_update_ratio,
     most_vector_envs,
     own_num_envs,
+    rerun_config,
     update_ratio,
 )
 from tuner.rllib._user_code import user_code
@@ -95,6 +96,7 @@ __all__ = [
     "own_num_envs",
     "preset_warnings",
     "register_env",
+    "rerun_config",
     "rllib_keys",
     "sampled_values",
     "seed_of",

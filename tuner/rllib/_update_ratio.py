@@ -1,7 +1,8 @@
 """The update ratio and batch a performance default must keep, and the env count it may
 add: DQN/SAC's sample rounds (a held training_intensity), the vectorised envs of DQN's
 flat replay path and of PPO (as many as leave each env MIN_STEPS_PER_ENV steps of a
-batch); and what a trial derives beyond its spec, as it ran."""
+batch); a searched `updates_per_env_step` as the training_intensity it gives; and what a
+trial derives beyond its spec, as it ran."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tuner.rllib._trial_config import (
     VECTOR_ENVS_KEY,
     apply_values,
 )
+from tuner.search_spaces import UPDATES_PER_ENV_STEP
 from tuner.spec import ExperimentSpec
 
 # rl-zoo3's smallest n_steps (its sampler's 2^5), the per-env rollout of its tuned
@@ -99,11 +101,55 @@ def vector_envs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     return out
 
 
+def updates_as_intensity(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
+    """A trial config with a sampled `updates_per_env_step` as RLlib's training_intensity.
+
+    Samples trained per env step = updates per env step x the trial's (total) train
+    batch, each update one train batch (RLlib's calculate_rr_weights reads the intensity
+    against total_train_batch_size). A config without the key comes back as it is.
+
+    Args:
+        config: The trial's config dict.
+        algorithm: The spec's algorithm.
+
+    Returns:
+        The config dict, the key replaced by training_intensity.
+    """
+    if UPDATES_PER_ENV_STEP not in config:
+        return config
+    out = {k: v for k, v in config.items() if k != UPDATES_PER_ENV_STEP}
+    batch = _trial_rllib_config(out, algorithm).total_train_batch_size
+    out["training_intensity"] = float(config[UPDATES_PER_ENV_STEP]) * batch
+    return out
+
+
+def rerun_config(
+    fixed: dict[str, Any], derived: dict[str, Any], sampled: dict[str, Any]
+) -> dict[str, Any]:
+    """The settings that rerun a trial as it ran, pasted under a spec's `config`.
+
+    The fixed settings, what the trial derived and its sampled values, over each other;
+    a sampled `updates_per_env_step` (a search-space key only) is left to the
+    training_intensity derived from it.
+
+    Args:
+        fixed: The spec's fixed settings (fixed_settings).
+        derived: The trial's derived config settings (derived_settings).
+        sampled: The trial's sampled values.
+
+    Returns:
+        The settings.
+    """
+    out = {**fixed, **derived, **sampled}
+    out.pop(UPDATES_PER_ENV_STEP, None)
+    return out
+
+
 def as_trial_runs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     """A trial's config dict as the trial runs it.
 
-    Its env count (vector_envs) and its held update ratio (hold_update_ratio) set, their
-    markers gone.
+    Its update ratio (updates_as_intensity), env count (vector_envs) and held update
+    ratio (hold_update_ratio) set, their keys and markers gone.
 
     Args:
         config: The trial's config dict.
@@ -112,6 +158,7 @@ def as_trial_runs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     Returns:
         The config dict.
     """
+    config = updates_as_intensity(config, algorithm)
     return hold_update_ratio(vector_envs(config, algorithm), algorithm)
 
 
@@ -120,7 +167,7 @@ def holds_update_ratio(spec: ExperimentSpec) -> bool:
 
     So where they run with a performance default's rollout_fragment_length that nothing
     in the spec (preset, `config`, search space) overrides or pairs with its own
-    training_intensity.
+    training_intensity (or updates_per_env_step).
 
     Args:
         spec: The sweep's spec.
@@ -132,7 +179,7 @@ def holds_update_ratio(spec: ExperimentSpec) -> bool:
         return False
     if "rollout_fragment_length" not in _performance_defaults(spec):
         return False
-    return not _chosen(spec) & set(_RATIO_KEYS)
+    return not _chosen(spec) & {*_RATIO_KEYS, UPDATES_PER_ENV_STEP}
 
 
 def own_num_envs(spec: ExperimentSpec) -> int:
@@ -189,8 +236,9 @@ def derived_settings(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """What a trial ran with beyond its spec, as it ran.
 
-    The config ones are the held update ratio (the training_intensity hold_update_ratio
-    sets, with the rollout_fragment_length as rounded for it); the resources one a
+    The config ones are the training_intensity a sampled updates_per_env_step gives, or
+    the held update ratio (the training_intensity hold_update_ratio sets, with the
+    rollout_fragment_length as rounded for it); the resources one a
     performance default's env count (DQN's flat path, PPO), and then, where the spec
     evaluates, evaluation's own env count under `evaluation_config` among the config
     ones (a spec that sets the env count itself evaluates on as many). The spec's
@@ -212,7 +260,9 @@ def derived_settings(
         trial_config = apply_values(rest, confirm["values"])
     config: dict[str, Any] = {}
     ran = as_trial_runs(trial_config, spec.algorithm)
-    if HOLD_RATIO_KEY in trial_config and not trial_config.get("training_intensity"):
+    if UPDATES_PER_ENV_STEP in trial_config:
+        config = {"training_intensity": ran["training_intensity"]}
+    elif HOLD_RATIO_KEY in trial_config and not trial_config.get("training_intensity"):
         config = {k: ran[k] for k in _RATIO_KEYS if k in ran}
     envs = ran.get(_ENVS)
     resources = {_ENVS: envs} if envs is not None and envs != own_num_envs(spec) else {}

@@ -12,13 +12,16 @@ from tuner.search_spaces._env_settings import (
     env_key,
     env_settings_table,
 )
+from tuner.search_spaces._keys import UPDATES_PER_ENV_STEP, is_fixed
 
 __all__ = [
     "DOMAIN_KINDS",
     "PB2_KINDS",
+    "UPDATES_PER_ENV_STEP",
     "BaseSettings",
     "Domain",
     "base_settings",
     "env_key",
     "env_settings_table",
+    "is_fixed",
 ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tuner import algorithms as registry
-from tuner.search_spaces import Domain
+from tuner.search_spaces import Domain, is_fixed
 from tuner.spec._models import ExperimentSpec
 
 
@@ -45,7 +45,7 @@ def _fixed(spec: ExperimentSpec, key: str) -> bool:
     fixed_model = set(spec.model) | set(spec.config.get("model_config") or {})
     if key.startswith("model."):
         return key.removeprefix("model.") in fixed_model
-    return key in spec.config
+    return is_fixed(key, spec.config)
 
 
 def within_budget(

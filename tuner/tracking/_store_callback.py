@@ -13,7 +13,14 @@ from ray.tune import Callback
 from tuner.importance import sweep_importance
 from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
 from tuner.results import better, retries_of, scope_value
-from tuner.rllib import derived_settings, fixed_settings, sampled_values, seed_of, stage_of
+from tuner.rllib import (
+    derived_settings,
+    fixed_settings,
+    rerun_config,
+    sampled_values,
+    seed_of,
+    stage_of,
+)
 from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import result_metrics
 from tuner.tracking._trial_errors import error_text
@@ -364,7 +371,7 @@ class StoreRecorder(Callback):
             derived: dict[str, Any] = {}
             if row.get("tune") is not None:
                 derived, resources = derived_settings(row["tune"], self.spec)
-            full = {**fixed_settings(self.spec), **derived, **config}
+            full = rerun_config(fixed_settings(self.spec), derived, config)
         best = BestTrial(
             trial_id=trial_id,
             config=config,

@@ -29,7 +29,7 @@ from tuner.rllib import (
     preset_warnings,
     rllib_keys,
 )
-from tuner.search_spaces import Domain
+from tuner.search_spaces import UPDATES_PER_ENV_STEP, Domain
 from tuner.spec import (
     IMPORT_PATH_RE,
     POPULATION_SCHEDULERS,
@@ -179,7 +179,7 @@ def check_config_keys(ctx: Context) -> None:
                     msg=f"set it as `{OWNED_BY_SPEC[key]}` in the spec",
                 )
             )
-        elif key not in ctx.known:
+        elif key not in ctx.known and key != UPDATES_PER_ENV_STEP:  # (updates_issues)
             ctx.issues.append(
                 unknown_setting(f"config.{key}", value, spec.base_algorithm, ctx.known)
             )
@@ -214,8 +214,8 @@ def warn_torch_compile(ctx: Context) -> None:
 
 
 def check_space_keys(ctx: Context) -> None:
-    """RLlib's algorithms: every key of the space is RLlib's, or names one `model.` /
-    `env_config.` key."""
+    """RLlib's algorithms: every key of the space is RLlib's, names one `model.` /
+    `env_config.` key, or is `updates_per_env_step` (check_updates_per_env_step)."""
     if not ctx.rllib:
         return
     for key, dom in ctx.space.items():
@@ -229,10 +229,36 @@ def check_space_keys(ctx: Context) -> None:
                         msg=f"name one key after {prefix!r}",
                     )
                 )
-        elif key not in ctx.known:
+        elif key not in ctx.known and key != UPDATES_PER_ENV_STEP:
             ctx.issues.append(
                 unknown_setting(f"search.space.{key}", str(dom), ctx.spec.base_algorithm, ctx.known)
             )
+
+
+def check_updates_per_env_step(ctx: Context) -> None:
+    """RLlib's algorithms: `updates_per_env_step` (tuner.search_spaces) only in a space,
+    for an algorithm with RLlib's training_intensity, not beside it, over numbers > 0."""
+    spec, key, intensity = ctx.spec, UPDATES_PER_ENV_STEP, "training_intensity"
+    if not ctx.rllib:
+        return
+    if key in spec.config:
+        msg = f"a search-space key only: fix RLlib's {intensity} instead (samples trained "
+        msg += "per env step: updates per env step x train_batch_size_per_learner)"
+        ctx.issues.append(SpecIssue(loc=f"config.{key}", value=spec.config[key], msg=msg))
+    dom = ctx.space.get(key)
+    if dom is None or key not in (spec.search.space or {}):
+        return  # a default space's is valid by construction
+    values = list(dom.args) if dom.kind in ("choice", "grid") else [dom.args[0]]
+    if intensity not in ctx.known:
+        msg = f"{spec.base_algorithm} has no update ratio to search (RLlib's {intensity}: DQN, SAC)"
+    elif intensity in spec.config or intensity in ctx.space:
+        where = f"config.{intensity}" if intensity in spec.config else "search.space"
+        msg = f"sets {intensity}, which {where} sets too: set the ratio one way"
+    elif not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in values):
+        msg = "updates per env step are numbers above 0"
+    else:
+        return
+    ctx.issues.append(SpecIssue(loc=f"search.space.{key}", value=str(dom), msg=msg))
 
 
 def check_number_settings(ctx: Context) -> None:
@@ -395,6 +421,7 @@ CHECKS: tuple[Check, ...] = (
     warn_noisy,
     warn_torch_compile,
     check_space_keys,
+    check_updates_per_env_step,
     check_number_settings,
     check_q_encoder,
     check_population,
