@@ -9,7 +9,8 @@ import random
 import pytest
 
 from tuner import algorithms as registry
-from tuner.rllib import TRAINABLES, sampled_values
+from tuner.rllib import TRAINABLES, as_trial_runs, sampled_values
+from tuner.search_spaces import UPDATES_PER_ENV_STEP
 from tuner.spec import SpecError, parse_spec, resolve_space
 from tuner.sweep import param_space
 from tuner.validation import validate_spec
@@ -47,13 +48,16 @@ def test_every_default_space_value_arrives_and_is_reported(algorithm):
     for seed in range(3):
         trial_config = draw(params, random.Random(seed))
         reported = sampled_values(trial_config, list(space))
-        # what an RLlib Algorithm does with the trial's config in its constructor
-        built = TRAINABLES[spec.base_algorithm].get_default_config().update_from_dict(trial_config)
+        # what the trial and then RLlib's Algorithm do with its config in the constructor
+        runs = as_trial_runs(trial_config, spec.base_algorithm)
+        built = TRAINABLES[spec.base_algorithm].get_default_config().update_from_dict(runs)
         for key, dom in space.items():
             value = reported[key]
             assert value is not None, (algorithm, key, value)
             assert dom.contains(value), (algorithm, key, value)
             assert used_by_rllib(built, key) == value, (algorithm, key)
+            if key == UPDATES_PER_ENV_STEP:  # tuner's key: RLlib trains ratio x batch
+                assert built.training_intensity == value * built.total_train_batch_size
         # and read back from the config RLlib reports in its results (to_dict())
         assert sampled_values(built.to_dict(), list(space)) == reported
 

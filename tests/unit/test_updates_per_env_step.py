@@ -15,7 +15,6 @@ from tuner.rllib import (
     apply_values,
     as_trial_runs,
     derived_settings,
-    fixed_settings,
     flat_defaults_apply,
     holds_update_ratio,
     rerun_config,
@@ -59,7 +58,7 @@ def test_every_sampled_pair_trains_ratio_times_batch_per_env_step(flat, monkeypa
     for updates, batch in pairs:
         config = apply_values(trial_params(spec), {KEY: updates, BATCH: batch})
         ran = as_trial_runs(config, "DQN")
-        assert KEY not in ran  # RLlib never sees tuner's key
+        assert ran[KEY] == updates  # kept: the config RLlib reports names it
         assert ran["training_intensity"] == updates * batch
         trained = trained_per_env_step(config, "DQN", flat == "1")
         assert trained == pytest.approx(updates * batch, rel=1e-9), (updates, batch)
@@ -82,8 +81,13 @@ def test_the_trial_reports_the_intensity_it_ran_and_the_pasted_config_reruns_it(
     assert sampled == {KEY: 1.0, BATCH: 128}
     derived, _ = derived_settings(config, spec)
     assert derived["training_intensity"] == 128.0
-    full = rerun_config(fixed_settings(spec), derived, sampled)
+    full = rerun_config(spec, derived, sampled)
     assert KEY not in full  # the derived training_intensity stands for it
+    assert full["training_intensity"] == 128.0
+    # a row read back from the store has no Tune config to derive from: the same ratio
+    read_back = rerun_config(spec, {}, sampled)
+    assert KEY not in read_back
+    assert read_back["training_intensity"] == 128.0
     pasted = spec_of(stop={"timesteps_total": 100_000}, config=full)
     validate_spec(pasted, allowed_modules=[], build_env=False)  # accepted as written
     assert KEY not in resolve_space(pasted)  # its training_intensity fixes the ratio
@@ -145,3 +149,22 @@ def test_refused_for_an_algorithm_without_an_update_ratio():
     spec = spec_of("PPO", search={"space": {KEY: {"choice": [1]}}})
     got = refusal(spec)
     assert "PPO has no update ratio" in got[f"search.space.{KEY}"]
+
+
+def test_two_learners_train_the_ratio_of_their_whole_batch():
+    spec = spec_of(resources={"num_learners": 2}, config={BATCH: 64})
+    config = apply_values(trial_params(spec), {KEY: 0.5})
+    assert as_trial_runs(config, "DQN")["training_intensity"] == 64.0  # 0.5 x (2 x 64)
+    assert rerun_config(spec, {}, {KEY: 0.5})["training_intensity"] == 64.0
+
+
+def test_a_training_loop_of_the_specs_own_keeps_the_key_as_sampled():
+    spec = parse_spec(
+        {
+            "name": "own",
+            "algorithm": "tuner_examples.trainables:reinforce",
+            "metric": "episode_return_mean",
+            "search": {"space": {KEY: {"choice": [1, 2]}}},
+        }
+    )
+    assert rerun_config(spec, {}, {KEY: 2}) == {**spec.config, KEY: 2}

@@ -9,7 +9,7 @@ A trial's process imports this package (it unpickles its trainable from here): n
 in it imports the driver's Tune wiring, MLflow, Optuna or the store.
 """
 
-from tuner.rllib._config import build_config, trainable_for
+from tuner.rllib._config import build_config, rerun_config, trainable_for
 from tuner.rllib._custom import KINDS, custom_params, custom_resources, is_function, kind_of
 from tuner.rllib._envs import check_env, load_object, make_env, register_env
 from tuner.rllib._evaluate import Evaluation, NoTrackingStore, evaluate_checkpoint
@@ -50,7 +50,6 @@ from tuner.rllib._update_ratio import (
     holds_update_ratio,
     most_vector_envs,
     own_num_envs,
-    rerun_config,
     update_ratio,
 )
 from tuner.rllib._user_code import user_code

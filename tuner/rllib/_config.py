@@ -13,7 +13,9 @@ from tuner.rllib._multi_agent import apply_multi_agent
 from tuner.rllib._observations import mean_std_connector, mean_std_connector_multi_agent
 from tuner.rllib._settings import code_settings, fixed_settings, vector_defaults_apply
 from tuner.rllib._trainables import TRAINABLES
-from tuner.rllib._update_ratio import _ENVS, num_envs_of, own_num_envs
+from tuner.rllib._trial_config import apply_values
+from tuner.rllib._update_ratio import _ENVS, num_envs_of, own_num_envs, updates_as_intensity
+from tuner.search_spaces import UPDATES_PER_ENV_STEP
 from tuner.spec import ExperimentSpec
 
 
@@ -99,3 +101,34 @@ def build_config(spec: ExperimentSpec, env_name: str | None = None) -> Algorithm
             config.evaluation(evaluation_config={**own, **(config.evaluation_config or {})})
     config.debugging(seed=spec.seed)
     return config
+
+
+def rerun_config(
+    spec: ExperimentSpec, derived: dict[str, Any], sampled: dict[str, Any]
+) -> dict[str, Any]:
+    """The settings that rerun a trial as it ran, pasted under a spec's `config`.
+
+    The spec's fixed settings, what the trial derived and its sampled values, over each
+    other. A sampled `updates_per_env_step` (a search-space key, refused under `config`)
+    gives way to the training_intensity it set: the derived one, or, where the trial's
+    Tune config is gone (a row read back from the store), the one it sets over the
+    spec's built config. A training loop of the spec's own keeps its values as they are.
+
+    Args:
+        spec: The sweep's spec.
+        derived: The trial's derived config settings (derived_settings).
+        sampled: The trial's sampled values.
+
+    Returns:
+        The settings.
+    """
+    out = {**fixed_settings(spec), **derived, **sampled}
+    if spec.custom_algorithm or UPDATES_PER_ENV_STEP not in out:
+        return out
+    if "training_intensity" not in derived:
+        params = apply_values(build_config(spec).to_dict(), sampled)
+        out["training_intensity"] = updates_as_intensity(params, spec.algorithm)[
+            "training_intensity"
+        ]
+    del out[UPDATES_PER_ENV_STEP]
+    return out

@@ -102,46 +102,26 @@ def vector_envs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
 
 
 def updates_as_intensity(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
-    """A trial config with a sampled `updates_per_env_step` as RLlib's training_intensity.
+    """A trial config with a sampled `updates_per_env_step` set as RLlib's training_intensity.
 
-    Samples trained per env step = updates per env step x the trial's (total) train
-    batch, each update one train batch (RLlib's calculate_rr_weights reads the intensity
-    against total_train_batch_size). A config without the key comes back as it is.
+    Samples trained per env step = updates per env step x the trial's total train batch
+    (train_batch_size_per_learner x learners: each update one train batch, as RLlib's
+    calculate_rr_weights reads the intensity). The key stays beside it, an attribute
+    RLlib keeps and ignores, so the config RLlib reports back (a result's, a
+    checkpoint's) still names the value searched. Without the key: the config as it is.
 
     Args:
         config: The trial's config dict.
         algorithm: The spec's algorithm.
 
     Returns:
-        The config dict, the key replaced by training_intensity.
+        The config dict with its training_intensity.
     """
     if UPDATES_PER_ENV_STEP not in config:
         return config
-    out = {k: v for k, v in config.items() if k != UPDATES_PER_ENV_STEP}
+    out = dict(config)
     batch = _trial_rllib_config(out, algorithm).total_train_batch_size
     out["training_intensity"] = float(config[UPDATES_PER_ENV_STEP]) * batch
-    return out
-
-
-def rerun_config(
-    fixed: dict[str, Any], derived: dict[str, Any], sampled: dict[str, Any]
-) -> dict[str, Any]:
-    """The settings that rerun a trial as it ran, pasted under a spec's `config`.
-
-    The fixed settings, what the trial derived and its sampled values, over each other;
-    a sampled `updates_per_env_step` (a search-space key only) is left to the
-    training_intensity derived from it.
-
-    Args:
-        fixed: The spec's fixed settings (fixed_settings).
-        derived: The trial's derived config settings (derived_settings).
-        sampled: The trial's sampled values.
-
-    Returns:
-        The settings.
-    """
-    out = {**fixed, **derived, **sampled}
-    out.pop(UPDATES_PER_ENV_STEP, None)
     return out
 
 

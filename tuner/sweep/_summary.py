@@ -13,7 +13,7 @@ from tuner.importance import sweep_importance
 from tuner.mlflow_names import ITERATION_KEY, STAGE_CONFIRM, STAGE_SEARCH, STEP_KEY
 from tuner.ray_internals import result_grid_trials
 from tuner.results import better, lookup, retries_of, scope_value
-from tuner.rllib import derived_settings, fixed_settings, rerun_config, seed_of, stage_of
+from tuner.rllib import derived_settings, rerun_config, seed_of, stage_of
 from tuner.search_spaces import Domain
 from tuner.seed_stats import RaceGroup, race_groups, race_record
 from tuner.spec import ExperimentSpec, resolve_space
@@ -334,7 +334,7 @@ def best_trial(spec: ExperimentSpec, view: TrialView, config: dict[str, Any]) ->
         trial_id=view.trial_id,
         config=view.config,
         seed=view.seed,
-        full_config=rerun_config(fixed_settings(spec), derived_config, view.config),
+        full_config=rerun_config(spec, derived_config, view.config),
         resources=derived_resources,
         metric_value=view.score,
         train_score=view.train_score,

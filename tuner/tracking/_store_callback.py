@@ -15,7 +15,6 @@ from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
 from tuner.results import better, retries_of, scope_value
 from tuner.rllib import (
     derived_settings,
-    fixed_settings,
     rerun_config,
     sampled_values,
     seed_of,
@@ -371,7 +370,7 @@ class StoreRecorder(Callback):
             derived: dict[str, Any] = {}
             if row.get("tune") is not None:
                 derived, resources = derived_settings(row["tune"], self.spec)
-            full = rerun_config(fixed_settings(self.spec), derived, config)
+            full = rerun_config(self.spec, derived, config)
         best = BestTrial(
             trial_id=trial_id,
             config=config,
