@@ -168,3 +168,46 @@ def test_a_training_loop_of_the_specs_own_keeps_the_key_as_sampled():
         }
     )
     assert rerun_config(spec, {}, {KEY: 2}) == {**spec.config, KEY: 2}
+
+
+def test_a_warm_start_from_a_sweep_that_searched_the_intensity_reuses_its_ratios():
+    """A DQN sweep from before the ratio was its own key searched training_intensity:
+    each of its configs comes back with updates_per_env_step = intensity / batch, so
+    nothing it learned is dropped, and Optuna is told the whole point."""
+    from tuner.tracking import EarlierSweep, warm_start
+    from tuner.views import TrialView
+
+    budget = {"timesteps_total": 100_000}
+    before = spec_of(stop=budget, search={"method": "optuna"})
+    rows = [(32, 32, 300.0), (64, 32, 200.0), (128, 32, 100.0)]  # (batch, intensity, score)
+    trials = [
+        TrialView(
+            trial_id=f"t{i}",
+            status="TERMINATED",
+            config={BATCH: batch, "training_intensity": intensity},
+            seed=i,
+            score=score,
+        )
+        for i, (batch, intensity, score) in enumerate(rows)
+    ]
+    earlier = EarlierSweep(
+        source="old",
+        run_name="old-run",
+        parent_run_id="p",
+        experiment_id="1",
+        spec=before,
+        trials=trials,
+    )
+    space = {BATCH: resolve_space(before)[BATCH], KEY: resolve_space(before)[KEY]}
+    now = spec_of(
+        stop=budget,
+        search={
+            "method": "optuna",
+            "space": {k: d.model_dump(exclude_none=True) for k, d in space.items()},
+            "warm_start": {"from": "old", "top_k": 3},
+        },
+    )
+    out = warm_start(now, resolve_space(now), earlier)
+    assert out.first == [{BATCH: 32, KEY: 1.0}, {BATCH: 64, KEY: 0.5}, {BATCH: 128, KEY: 0.25}]
+    assert [score for _, score in out.known] == [300.0, 200.0, 100.0]
+    assert not any("dropped" in w for w in out.warnings), out.warnings

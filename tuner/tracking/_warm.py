@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from tuner import mlflow_names as names
 from tuner.mlflow_names import STAGE_SEARCH
-from tuner.search_spaces import Domain
+from tuner.search_spaces import UPDATES_PER_ENV_STEP, Domain
 from tuner.seed_stats import race_groups
 from tuner.spec import ExperimentSpec, SpecError, parse_spec
 from tuner.statuses import TrialStatus
@@ -174,7 +174,7 @@ def warm_start(spec: ExperimentSpec, space: dict[str, Domain], earlier: EarlierS
     mapped: list[tuple[dict[str, Any], float]] = []
     for config, score in _ranked(done, mode, raced=earlier.spec.search.race is not None):
         values = {}
-        for key, value in config.items():
+        for key, value in _with_ratio(config, earlier.spec, space).items():
             dom = space.get(key)
             if dom is None:
                 dropped[key] = "not searched here"
@@ -207,6 +207,24 @@ def warm_start(spec: ExperimentSpec, space: dict[str, Domain], earlier: EarlierS
         + (f", {len(out.known)} told to Optuna with their scores" if out.known else "")
         + ("" if same_goal else f" (it ranked by {earlier.spec.metric}: no scores reused)")
     )
+    return out
+
+
+def _with_ratio(config: dict[str, Any], earlier: ExperimentSpec, space: dict[str, Domain]) -> dict:
+    """An earlier config's searched training_intensity as the updates_per_env_step this
+    space searches instead (DQN's default space before and after it searched the ratio
+    apart from the batch): intensity / the earlier trial's train batch of all learners,
+    where its batch is known (sampled, or fixed in its spec). Else the config as it is."""
+    intensity, batch_key = config.get("training_intensity"), "train_batch_size_per_learner"
+    if UPDATES_PER_ENV_STEP not in space or "training_intensity" in space:
+        return config
+    batch = config.get(batch_key, earlier.config.get(batch_key))
+    numbers = [v for v in (intensity, batch) if isinstance(v, int | float) and v > 0]
+    if len(numbers) < 2 or UPDATES_PER_ENV_STEP in config:
+        return config
+    learners = max(earlier.resources.num_learners or 0, 1)
+    out = {k: v for k, v in config.items() if k != "training_intensity"}
+    out[UPDATES_PER_ENV_STEP] = intensity / (batch * learners)
     return out
 
 
