@@ -44,3 +44,19 @@ def stored_sweep(
         )
     store.update_experiment(rec.id, best=best.model_dump(mode="json"))
     return rec.id
+
+
+def earlier_sweep(source: str, spec: Any, trials: list[Any]) -> Any:
+    """An earlier sweep as a warm start reads it back from MLflow (tuner.tracking's
+    EarlierSweep): `spec` (an ExperimentSpec) and its finished `trials` (TrialViews),
+    named `source`."""
+    from tuner.tracking import EarlierSweep
+
+    return EarlierSweep(
+        source=source,
+        run_name=f"{source}-run",
+        parent_run_id="p",
+        experiment_id="1",
+        spec=spec,
+        trials=trials,
+    )

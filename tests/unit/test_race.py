@@ -286,8 +286,9 @@ def test_a_function_trainables_seed_is_its_searchers_index(monkeypatch):
 def test_a_warm_start_from_a_raced_sweep_takes_each_config_once_with_its_mean():
     """The earlier sweep's answer ranks configs by their seeds' mean: a warm start reuses
     that ranking (each config run first once, Optuna told the mean), not one lucky seed."""
+    from tests.stored import earlier_sweep
     from tuner.spec import resolve_space
-    from tuner.tracking import EarlierSweep, warm_start
+    from tuner.tracking import warm_start
 
     lr = {"space": {"lr": {"uniform": [0.05, 0.5]}}}
     earlier_spec = spec({"seeds": 2}, search=lr)
@@ -297,14 +298,7 @@ def test_a_warm_start_from_a_raced_sweep_takes_each_config_once_with_its_mean():
         view("b0", 0.2, 5, 450.0),
         view("b1", 0.2, 6, 430.0),
     ]
-    earlier = EarlierSweep(
-        source="raced",
-        run_name="raced-run",
-        parent_run_id="p",
-        experiment_id="1",
-        spec=earlier_spec,
-        trials=trials,
-    )
+    earlier = earlier_sweep("raced", earlier_spec, trials)
     warm = spec(search={**lr, "warm_start": {"from": "raced", "top_k": 2}})
     space = resolve_space(warm)
     out = warm_start(warm, space, earlier)

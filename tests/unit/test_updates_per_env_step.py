@@ -174,7 +174,8 @@ def test_a_warm_start_from_a_sweep_that_searched_the_intensity_reuses_its_ratios
     """A DQN sweep from before the ratio was its own key searched training_intensity:
     each of its configs comes back with updates_per_env_step = intensity / batch, so
     nothing it learned is dropped, and Optuna is told the whole point."""
-    from tuner.tracking import EarlierSweep, warm_start
+    from tests.stored import earlier_sweep
+    from tuner.tracking import warm_start
     from tuner.views import TrialView
 
     budget = {"timesteps_total": 100_000}
@@ -190,14 +191,7 @@ def test_a_warm_start_from_a_sweep_that_searched_the_intensity_reuses_its_ratios
         )
         for i, (batch, intensity, score) in enumerate(rows)
     ]
-    earlier = EarlierSweep(
-        source="old",
-        run_name="old-run",
-        parent_run_id="p",
-        experiment_id="1",
-        spec=before,
-        trials=trials,
-    )
+    earlier = earlier_sweep("old", before, trials)
     space = {BATCH: resolve_space(before)[BATCH], KEY: resolve_space(before)[KEY]}
     now = spec_of(
         stop=budget,
