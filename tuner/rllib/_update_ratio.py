@@ -128,8 +128,9 @@ def updates_as_intensity(config: dict[str, Any], algorithm: str) -> dict[str, An
 def as_trial_runs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:
     """A trial's config dict as the trial runs it.
 
-    Its update ratio (updates_as_intensity), env count (vector_envs) and held update
-    ratio (hold_update_ratio) set, their keys and markers gone.
+    Its update ratio (updates_as_intensity: training_intensity beside the searched key),
+    env count (vector_envs) and held update ratio (hold_update_ratio) set, the markers
+    gone.
 
     Args:
         config: The trial's config dict.

@@ -13,13 +13,7 @@ from ray.tune import Callback
 from tuner.importance import sweep_importance
 from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
 from tuner.results import better, retries_of, scope_value
-from tuner.rllib import (
-    derived_settings,
-    rerun_config,
-    sampled_values,
-    seed_of,
-    stage_of,
-)
+from tuner.rllib import derived_settings, rerun_config, sampled_values, seed_of, stage_of
 from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import result_metrics
 from tuner.tracking._trial_errors import error_text

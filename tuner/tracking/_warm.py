@@ -210,22 +210,28 @@ def warm_start(spec: ExperimentSpec, space: dict[str, Domain], earlier: EarlierS
     return out
 
 
-def _with_ratio(config: dict[str, Any], earlier: ExperimentSpec, space: dict[str, Domain]) -> dict:
+def _with_ratio(
+    config: dict[str, Any], earlier: ExperimentSpec, space: dict[str, Domain]
+) -> dict[str, Any]:
     """An earlier config's searched training_intensity as the updates_per_env_step this
     space searches instead (DQN's default space before and after it searched the ratio
     apart from the batch): intensity / the earlier trial's train batch of all learners,
     where its batch is known (sampled, or fixed in its spec). Else the config as it is."""
-    intensity, batch_key = config.get("training_intensity"), "train_batch_size_per_learner"
     if UPDATES_PER_ENV_STEP not in space or "training_intensity" in space:
         return config
+    batch_key = "train_batch_size_per_learner"
+    intensity = config.get("training_intensity")
     batch = config.get(batch_key, earlier.config.get(batch_key))
-    numbers = [v for v in (intensity, batch) if isinstance(v, int | float) and v > 0]
-    if len(numbers) < 2 or UPDATES_PER_ENV_STEP in config:
+    if not (_positive(intensity) and _positive(batch)) or UPDATES_PER_ENV_STEP in config:
         return config
     learners = max(earlier.resources.num_learners or 0, 1)
     out = {k: v for k, v in config.items() if k != "training_intensity"}
     out[UPDATES_PER_ENV_STEP] = intensity / (batch * learners)
     return out
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
 def middle(dom: Domain) -> Any:

@@ -179,7 +179,7 @@ def check_config_keys(ctx: Context) -> None:
                     msg=f"set it as `{OWNED_BY_SPEC[key]}` in the spec",
                 )
             )
-        elif key not in ctx.known and key != UPDATES_PER_ENV_STEP:  # (updates_issues)
+        elif key not in ctx.known and key != UPDATES_PER_ENV_STEP:  # its own check
             ctx.issues.append(
                 unknown_setting(f"config.{key}", value, spec.base_algorithm, ctx.known)
             )
