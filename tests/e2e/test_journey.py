@@ -241,7 +241,9 @@ def test_the_confirmed_answer_is_one_and_the_same_on_every_surface(served, brows
     spec_file = tmp_path / "journey.yaml"
     spec_file.write_text(yaml.safe_dump(CONFIRMED, sort_keys=False))
     submitted = finished(tuner_cli(srv, "submit", str(spec_file), "--wait"), timeout=420)
-    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    assert submitted.returncode == 0, (
+        submitted.stdout + submitted.stderr + srv.log.read_text()[-4000:]
+    )
     exp_id = submitted.stdout.splitlines()[0]
     other_id = other_sweep(srv)
     # what the CLI and MLflow say is read while the browser reads the page

@@ -270,3 +270,34 @@ def test_an_interrupted_sweep_shows_only_our_resume_hint(caplog):
         )
         tune_log.warning("Trials did not complete: [t_00000]")
     assert [r.getMessage() for r in caplog.records] == ["Trials did not complete: [t_00000]"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "status"), [(["status", "abc"], 2, "404"), (["stop", "abc"], 1, "501")]
+)
+def test_a_server_that_answers_in_html_gets_its_status_and_text_printed(
+    tmp_path, args, code, status
+):
+    """Another server on the URL (Python's own http.server: an HTML 404 for a GET, 501 for
+    a POST): the CLI prints the status and the page's text, never a traceback."""
+    import http.server
+    import threading
+    from functools import partial
+
+    from typer.testing import CliRunner
+
+    from tuner.cli import app
+
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        result = CliRunner().invoke(app, [*args, "--url", url])
+    finally:
+        server.shutdown()
+        server.server_close()
+    text = " ".join(result.output.split())
+    assert result.exit_code == code, text
+    assert f"{status}: <!DOCTYPE HTML>" in text, text
+    assert "Traceback" not in text, text

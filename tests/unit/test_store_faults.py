@@ -53,3 +53,20 @@ def test_a_full_store_is_a_503_and_nothing_is_lost(tmp_path, service_app):
         if app is not None:
             app.state.store.close()
         subprocess.run(["umount", str(data)], capture_output=True, timeout=30)
+
+
+def test_a_corrupt_store_is_a_json_500_naming_the_error(tmp_path, service_app):
+    """A store file overwritten under the running service (not a database any more) is an
+    error no request can fix: a 500, still JSON with a `detail` that names it."""
+    app = service_app(cluster_fit_check=False)
+    client = TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False)
+    assert client.post("/api/v1/experiments", json=SPEC).status_code == 201
+    app.state.store.close()  # its pooled connections: the next request opens the file anew
+    db = tmp_path / "tuner.db"
+    db.write_bytes(b"not a database\n" * 4096)
+    listed = client.get("/api/v1/experiments")
+    assert listed.status_code == 500, listed.text
+    assert listed.headers["content-type"] == "application/json"
+    detail = listed.json()["detail"]
+    assert "internal error on GET /api/v1/experiments: DatabaseError" in detail, detail
+    assert "file is not a database" in detail, detail

@@ -24,7 +24,12 @@ import tuner
 from tuner.api import _compare, _experiments, _service, _trials
 from tuner.api._body_limit import BodyLimit
 from tuner.api._cache import ViewCache
-from tuner.api._errors import method_not_allowed, request_problems, store_unavailable
+from tuner.api._errors import (
+    method_not_allowed,
+    request_problems,
+    store_unavailable,
+    unexpected_error,
+)
 from tuner.api._openapi import openapi_builder
 from tuner.api._security import SecurityHeaders, allowed_hosts
 from tuner.api._validator import Validator
@@ -160,6 +165,7 @@ def create_app(settings: Settings | None = None, mlflow_ui_port: int | None = No
     app.add_exception_handler(RequestValidationError, request_problems)
     app.add_exception_handler(StarletteHTTPException, method_not_allowed)
     app.add_exception_handler(OperationalError, store_unavailable)
+    app.add_exception_handler(Exception, unexpected_error)  # a 500 as JSON, never bare text
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

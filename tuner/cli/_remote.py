@@ -38,6 +38,16 @@ def _has_request(error: Exception) -> bool:
         return False
 
 
+def _detail(response: httpx.Response) -> object:
+    """An error response's `detail`; its text where the body is not our JSON (a proxy's
+    page, a server that failed before answering)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:500] or response.reason_phrase
+    return body.get("detail", body) if isinstance(body, dict) else body
+
+
 def _call(method: str, url: str | None, path: str, **kwargs: object) -> dict:
     import httpx
 
@@ -54,7 +64,7 @@ def _call(method: str, url: str | None, path: str, **kwargs: object) -> dict:
         )
         raise typer.Exit(3) from None
     if response.status_code >= 400:
-        detail = response.json().get("detail") if response.content else response.reason_phrase
+        detail = _detail(response)
         if isinstance(detail, list):
             for issue in detail:
                 err.print(
