@@ -268,11 +268,13 @@ class Launcher:
             1.0, ...})}; [] while no node has registered yet (a head just started); None
             when the cluster cannot say (not started, unreachable).
         """
-        if self.address is None:
+        address = self.address  # once: a head restart in another thread resets it
+        if address is None:
             return None
-        if self._nodes is None or self._nodes.address != self.address.rstrip("/"):
-            self._nodes = ClusterNodes(self.address, self.settings.ray_request_timeout_s)
-        return self._nodes.nodes(max_age_s)
+        nodes = self._nodes
+        if nodes is None or nodes.address != address.rstrip("/"):
+            nodes = self._nodes = ClusterNodes(address, self.settings.ray_request_timeout_s)
+        return nodes.nodes(max_age_s)
 
     def cluster_nodes(self, max_age_s: float = 10) -> list[dict[str, float]] | None:
         """Total resources of each alive node (see `cluster`), for the fit check.
