@@ -70,7 +70,10 @@ class Server:
             assert self.proc.poll() is None, self.log.read_text()[-3000:]
             try:
                 if httpx.get(f"{self.url}/api/v1/healthz", timeout=2).status_code == 200:
-                    return self
+                    # this server's uvicorn, not another test's process that took the
+                    # port while this one started (uvicorn binds after its startup)
+                    if f"running on {self.url}" in self.log.read_text(errors="replace"):
+                        return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
