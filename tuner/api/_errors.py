@@ -37,15 +37,10 @@ async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     """Any other failure: a 500 that still says what failed, as JSON like every other
     answer (a client reads `detail`, never a bare "Internal Server Error"); the server's
     log has its traceback (Starlette raises the error on after this answer)."""
-    what = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-    return JSONResponse(
-        {
-            "detail": f"internal error on {request.method} {request.url.path}: "
-            f"{type(exc).__name__}{': ' + what if what else ''} (the server's log has the "
-            "traceback)"
-        },
-        500,
-    )
+    said = str(exc).strip()
+    what = type(exc).__name__ + (": " + said.splitlines()[0][:300] if said else "")
+    detail = f"internal error on {request.method} {request.url.path}: {what}"
+    return JSONResponse({"detail": f"{detail} (the server's log has the traceback)"}, 500)
 
 
 async def request_problems(request: Request, exc: Exception) -> JSONResponse:
