@@ -16,7 +16,11 @@ run` timed from process start to end:
     RATIO anchors.<task>.published_<ours|plain|sb3>.gap   (with --published)
 
     .venv/bin/python bench/quality.py --anchors [--task acrobot-dqn ...]
-        [--scheduler fifo|asha] [--trials 16] [--seeds 10] [--method optuna]
+        [--scheduler fifo|asha] [--trials 16] [--seeds 10] [--method optuna] [--race 2]
+
+`--race N` adds `search.race: {seeds: N}` (opt-in, docs/spec.md): the 16 trials race
+each config over up to N seeds, so a config that won by a lucky seed meets its next seed
+in the search; its arm is `<scheduler>-raceN`.
 
 `--published` is the ablation that separates the search from the rest: no search, rl-zoo3's
 tuned yml entry for the task (hyperparams/<algo>.yml, DQN tasks) translated into RLlib's
@@ -93,6 +97,8 @@ def user_spec(name: str, anchor: Anchor, args: argparse.Namespace) -> dict[str, 
     }
     if args.scheduler != "fifo":
         spec["scheduler"] = {"type": args.scheduler}
+    if args.race:  # each config raced over up to --race seeds inside the 16 trials
+        spec["search"]["race"] = {"seeds": args.race}
     if args.published:
         config, model = published_config(anchor, args.steps or anchor.steps)
         if args.published == "plain":  # stable-baselines3's DQN
@@ -273,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
         help="no search: rl-zoo3's tuned entry fixed in config, then the confirmation "
         "(plain: with SB3's 1-step, single-Q, no-dueling DQN; sb3: trained by SB3 itself)",
     )
+    parser.add_argument(
+        "--race", type=int, help="search.race: {seeds: N}: configs raced over N seeds"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="--published sb3: seeds at a time")
     parser.add_argument(
         "--timeout", type=float, default=3600, help="per `tuner run` (s); one past it resumes once"
@@ -280,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
     search = f"{args.trials} trials ({args.method}"
+    search += f", raced over {args.race} seeds" if args.race else ""
     if args.published:
         search = f"rl-zoo3's tuned entry on {args.published} (no search"
     print(
@@ -297,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_task(name, anchor, args, tmp)
             if result:
                 arm = f"published_{args.published}" if args.published else args.scheduler
+                arm += f"-race{args.race}" if args.race and not args.published else ""
                 report(name, anchor, result, arm)
             else:
                 code = 1
