@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 from ray.tune.search import Searcher
@@ -16,6 +17,11 @@ from tuner.ray_internals import optuna_forget, optuna_told
 from tuner.rllib import INDEX_KEY
 from tuner.sweep._race import Race, RaceEntry, mean_of
 from tuner.tracking import Ranking
+
+# Optuna warns that a list choice (an epsilon schedule, a layer list) cannot go to
+# persistent storage; the sweep's study lives in memory, so the warning says nothing
+# true of a sweep and only fills its log (one line per such choice).
+_LIST_CHOICE_WARNING = "Choices for a categorical distribution should be a tuple"
 
 
 def _finite(value: Any) -> bool:
@@ -51,6 +57,21 @@ class TunerOptunaSearch(OptunaSearch):
         # where trials are ranked by a final evaluation: what a trial's end is told
         budget = ranking is not None and (ranking.budget_steps or ranking.budget_iterations)
         self.tuner_ranking = ranking if budget and ranking.final_key else None
+
+    @staticmethod
+    def convert_search_space(spec: dict[str, Any]) -> dict[str, Any]:
+        """Tune's conversion of the space to Optuna's distributions (the only place they
+        are made), without Optuna's warning about list choices (_LIST_CHOICE_WARNING).
+
+        Args:
+            spec: Tune's search space.
+
+        Returns:
+            Optuna's distribution for each flattened key.
+        """
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", _LIST_CHOICE_WARNING, UserWarning)
+            return OptunaSearch.convert_search_space(spec)
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
         """Tune's, with the trial's 0-based index in the order of suggestion (INDEX_KEY):
