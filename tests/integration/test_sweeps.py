@@ -110,8 +110,11 @@ def test_a_raced_search_runs_configs_on_shared_seeds_and_confirms_the_races_best
     """search.race through real Tune and Optuna: a config's seeds are seed, seed+1 (the
     same for every config), the first config always runs its second seed (nothing to
     trail yet), the answer's search score is its config's mean over its seeds, and the
-    confirmation re-runs the race's best on seeds no search trial used."""
+    confirmation re-runs the race's best on seeds no search trial used. Two iterations:
+    Tune hands the last result (the final evaluation's) to the searcher's
+    on_trial_complete only, and a seed is scored by it."""
     spec = tiny_spec(
+        stop={"training_iteration": 2},
         search={
             "method": "optuna",
             "num_samples": 5,
@@ -136,6 +139,7 @@ def test_a_raced_search_runs_configs_on_shared_seeds_and_confirms_the_races_best
     assert best.race.config == best.config
     assert sorted(best.race.seeds) == [3, 4]
     scores = [x for x in best.race.scores if x is not None]
+    assert len(scores) == 2
     assert best.metric_value == pytest.approx(sum(scores) / len(scores))
     (confirmed,) = summary.confirmation
     assert confirmed.config == best.config

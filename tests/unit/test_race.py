@@ -41,13 +41,16 @@ def spec(race: dict | None = None, **extra):
 
 
 def finish(searcher, trial_id: str, score: float | None) -> None:
-    """The trial's end as Tune reports it: its final evaluation where it ran its budget."""
+    """The trial's end as Tune reports it: its final evaluation where it ran its budget.
+
+    Tune hands every result to on_trial_result but the one it stops the trial on (its
+    budget's, or a scheduler's stop), which goes to on_trial_complete only."""
+    searcher.on_trial_result(trial_id, {TRAIN: 1.0, ITERATION_KEY: 3, STEP_KEY: BUDGET - 1000})
     last = {TRAIN: 1.0, ITERATION_KEY: 4, STEP_KEY: BUDGET}
     if score is None:  # stopped early: no final evaluation
         last[STEP_KEY] = 1000
     else:
         last[EVAL] = score
-    searcher.on_trial_result(trial_id, last)
     searcher.on_trial_complete(trial_id, last)
 
 
@@ -306,3 +309,16 @@ def test_a_warm_start_from_a_raced_sweep_takes_each_config_once_with_its_mean():
     assert out.known == [({"lr": 0.2}, 440.0), ({"lr": 0.1}, 300.0)]
     unraced = earlier.model_copy(update={"spec": spec(search=lr)})
     assert warm_start(warm, space, unraced).known[0] == ({"lr": 0.1}, 500.0)
+
+
+def test_a_seeds_final_evaluation_reaches_the_race_from_the_result_tune_stops_it_on():
+    """Tune hands the result at the budget (the one with the final evaluation) to
+    on_trial_complete only: the seed is scored by it, and the first config, with nothing
+    to trail, runs its second seed."""
+    searcher = searcher_of(spec({"seeds": 2}))
+    searcher.suggest("a0")
+    for i in (1, 2, 3):  # the iterations before the budget: training returns only
+        searcher.on_trial_result("a0", {TRAIN: 10.0 * i, ITERATION_KEY: i, STEP_KEY: i * 1000})
+    searcher.on_trial_complete("a0", {TRAIN: 40.0, EVAL: 321.0, ITERATION_KEY: 4, STEP_KEY: BUDGET})
+    assert searcher.tuner_race.entries[0].scores == [321.0]
+    assert searcher.suggest("a1")[INDEX_KEY] == 1

@@ -230,16 +230,7 @@ class RacingOptunaSearch(TunerOptunaSearch):
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         ranking = getattr(self, "race_ranking", None)
         if ranking is not None and trial_id in self.tuner_race.trials:
-            values = {}
-            for key in ranking.keys:
-                value = result.get(key)
-                if _finite(value):
-                    values[key] = float(value)
-            iteration = int(result.get(ITERATION_KEY) or 0)
-            curve = self.race_curves.setdefault(trial_id, {})
-            for later in [i for i in curve if i >= iteration]:  # retried from a checkpoint
-                del curve[later]
-            curve[iteration] = (int(result.get(STEP_KEY) or 0), values)
+            self._race_point(trial_id, result)
         # Optuna's trial is the config's first seed's: later seeds report nothing to it
         if self.tuner_race.trials.get(trial_id, (0, 0))[1] == 0:
             super().on_trial_result(trial_id, result)
@@ -252,12 +243,26 @@ class RacingOptunaSearch(TunerOptunaSearch):
             return None
         if ranking is None:
             return self.tuner_score(result)
+        # Tune hands the result it stops a trial on (at its budget: the one with the final
+        # evaluation) to on_trial_complete only, never to on_trial_result: it ends the curve
+        self._race_point(trial_id, result)
         curve = self.race_curves.get(trial_id, {})
         points = [(i, steps, values) for i, (steps, values) in sorted(curve.items())]
-        if not points:  # no result reported before its end: the last one alone
-            values = {k: float(result[k]) for k in ranking.keys if _finite(result.get(k))}
-            points = [(int(result.get(ITERATION_KEY) or 0), int(result.get(STEP_KEY) or 0), values)]
         return ranking.of_curve(points)["score"]
+
+    def _race_point(self, trial_id: str, result: dict[str, Any]) -> None:
+        """A result's ranking values as the point of its iteration on the trial's curve
+        (a point at that iteration or later, from before a retry, is dropped)."""
+        values = {}
+        for key in self.race_ranking.keys:
+            value = result.get(key)
+            if _finite(value):
+                values[key] = float(value)
+        iteration = int(result.get(ITERATION_KEY) or 0)
+        curve = self.race_curves.setdefault(trial_id, {})
+        for later in [i for i in curve if i >= iteration]:  # retried from a checkpoint
+            del curve[later]
+        curve[iteration] = (int(result.get(STEP_KEY) or 0), values)
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
