@@ -104,6 +104,26 @@ def test_a_run_refused_after_the_ray_start_exits_2_and_leaves_no_ray_behind(tmp_
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
+def test_a_local_ray_that_cannot_start_exits_1_naming_the_cause(tmp_path):
+    """Ray's temp dir under a file (a real start failure, at once): `tuner run` says the
+    local Ray did not start and why, in a line, and exits 1 without a traceback."""
+    spec = {
+        "name": "no-ray",
+        "algorithm": "PPO",
+        "env": "CartPole-v1",
+        "config": {"train_batch_size_per_learner": 128},
+    }
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    blocked = tmp_path / "a-file"
+    blocked.write_text("a file where Ray's temp dir should be")
+    out = run_cli(["run", str(path)], str(blocked / "ray"), TUNER_DATA_DIR=str(tmp_path / "d"))
+    assert out.returncode == 1, out.stderr[-2000:]
+    said = " ".join(out.stderr.split())
+    assert "the local Ray did not start: NotADirectoryError" in said
+    assert "Traceback" not in out.stderr
+
+
 def test_evaluate_of_a_model_that_is_not_there_says_so_in_one_line(tmp_path):
     """`tuner evaluate models:/nope-best/1 --data-dir D`: one line naming the model and
     what the registry of D has, exit 2, no traceback."""

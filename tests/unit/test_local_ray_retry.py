@@ -1,5 +1,5 @@
 """A local Ray whose node times out registering (a busy host) is started again; any
-other failure of the start is raised at once."""
+other failure of the start is raised at once. Either way the error names the cause."""
 
 from __future__ import annotations
 
@@ -38,15 +38,16 @@ def test_a_start_that_timed_out_is_tried_again(monkeypatch, caplog):
     assert "starting it again (2 of 3)" in caplog.text
 
 
-def test_it_gives_up_after_the_last_try(monkeypatch):
+def test_it_gives_up_after_the_last_try_naming_the_cause(monkeypatch):
     calls = starts(monkeypatch, [TIMED_OUT] * _local.LOCAL_STARTS)
-    with pytest.raises(Exception, match="timed out during startup"):
+    with pytest.raises(_local.RayStartError, match="timed out registering, 3 times") as got:
         _local._start_local_ray(None)
     assert len(calls) == _local.LOCAL_STARTS
+    assert "The current node timed out during startup" in str(got.value)
 
 
 def test_another_failure_is_raised_at_once(monkeypatch):
     calls = starts(monkeypatch, [ValueError("bad num_cpus"), None])
-    with pytest.raises(ValueError, match="bad num_cpus"):
+    with pytest.raises(_local.RayStartError, match="did not start: ValueError: bad num_cpus"):
         _local._start_local_ray(2)
     assert len(calls) == 1

@@ -193,7 +193,7 @@ def run(
     checked = _checked(file, settings, allow_module, fit=settings.cluster_fit_check)
     spec = checked.spec
     assert spec is not None
-    from tuner.launcher import ensure_ray
+    from tuner.launcher import RayStartError, ensure_ray
 
     settings.data_path.mkdir(parents=True, exist_ok=True)
     # the local Ray starts while RLlib and torch import and MLflow's store opens on a
@@ -203,7 +203,12 @@ def run(
     )
     _Ending.after_ray = True
     preparing.start()
-    ensure_ray()
+    try:
+        ensure_ray()
+    except RayStartError as e:
+        preparing.join()  # a store's migration is never cut short
+        err.print(str(e), highlight=False)
+        raise typer.Exit(1) from None
     preparing.join()
     from tuner.sweep import GracefulCtrlC, StorageError, SweepOptions, run_sweep
 

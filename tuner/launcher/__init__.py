@@ -31,7 +31,7 @@ from tuner.launcher._jobs import (
     JobsUnavailable,
     RayJobs,
 )
-from tuner.launcher._local import ensure_ray, stop_local_ray
+from tuner.launcher._local import RayStartError, ensure_ray, stop_local_ray
 from tuner.launcher._mlflow_ui import start_mlflow_ui, stop_process_group, wait_for_mlflow_ui
 from tuner.settings import Settings
 
@@ -296,6 +296,7 @@ class Launcher:
 __all__ = [
     "ensure_ray",
     "stop_local_ray",
+    "RayStartError",
     "JOB_TERMINAL",
     "ClusterNodes",
     "EmbeddedHead",

@@ -52,9 +52,17 @@ STARTUP_TIMED_OUT = "timed out during startup"
 LOCAL_STARTS = 3
 
 
+class RayStartError(RuntimeError):
+    """The local Ray did not start: its cause, in one line, for the user."""
+
+
 def _start_local_ray(num_cpus: int | None) -> None:
     """A local Ray of our own, tried up to LOCAL_STARTS times when its node times out
-    registering (any other failure is raised at once)."""
+    registering (any other failure is raised at once).
+
+    Raises:
+        RayStartError: The start failed: its message names the cause and the tries.
+    """
     import ray
 
     for attempt in range(1, LOCAL_STARTS + 1):
@@ -68,8 +76,9 @@ def _start_local_ray(num_cpus: int | None) -> None:
             )
             return
         except Exception as err:
-            if STARTUP_TIMED_OUT not in str(err) or attempt == LOCAL_STARTS:
-                raise
+            timed_out = STARTUP_TIMED_OUT in str(err)
+            if not timed_out or attempt == LOCAL_STARTS:
+                raise RayStartError(_start_failure(err, attempt, timed_out)) from err
             logger.warning(
                 "the local Ray's node timed out starting (a busy host?): starting it "
                 "again (%d of %d)",
@@ -77,6 +86,18 @@ def _start_local_ray(num_cpus: int | None) -> None:
                 LOCAL_STARTS,
             )
             ray.shutdown()
+
+
+def _start_failure(err: Exception, tries: int, timed_out: bool) -> str:
+    """What went wrong starting the local Ray, in a sentence or two."""
+    cause = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    if timed_out:
+        return (
+            f"the local Ray did not start: its node timed out registering, {tries} times "
+            f"(Ray: {cause!r}). The host's cores were likely all busy: try again when it "
+            "is quieter. Ray's logs: the session folder under Ray's temp dir (/tmp/ray)"
+        )
+    return f"the local Ray did not start: {type(err).__name__}: {cause}"
 
 
 def stop_local_ray() -> None:
