@@ -33,7 +33,11 @@ class ComparedSweep(BaseModel):
     env: str
     metric: str
     mode: str
-    scope: str = Field(..., description="How its trials were ranked (the spec's scope).")
+    scope: str = Field(
+        ...,
+        description="How its best's score was taken (its BestTrial's scope: "
+        "`final-evaluation`, or the spec's scope of the metric); without a best, the spec's.",
+    )
     best: BestTrial | None = None
     confirmed: ConfirmedConfig | None = Field(
         None, description="Its best config over fresh seeds (mean, 95 % CI), where confirmed."
@@ -86,7 +90,7 @@ def compare(store: Store, ids: list[str]) -> Comparison:
                 env=view.env,
                 metric=view.metric,
                 mode=view.mode,
-                scope=str(view.spec.get("scope", "last-5-avg")),
+                scope=best.scope if best is not None else str(view.spec.get("scope", "last-5-avg")),
                 best=best,
                 confirmed=best.confirmed if best else None,
                 importance=dict(view.importance or {}),

@@ -41,6 +41,7 @@ def test_grid_sweep_runs_the_cartesian_product_num_samples_times(ray_local, tmp_
     assert summary.best.metric_value == max(t.score for t in summary.trials)
     assert all(t.train_score == t.best_metric == t.metric for t in summary.trials)
     assert summary.ranked_by == "evaluation/env_runners/episode_return_mean"
+    assert summary.best.scope == "final-evaluation"  # the answer says what its score is
 
 
 def test_random_sweep_samples_inside_bounds(ray_local, tmp_path):

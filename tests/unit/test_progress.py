@@ -1,6 +1,7 @@
 """`tuner run`'s progress (tuner/sweep/_progress.py): piped, one whole tab-separated line
 per finished trial and no live table; on a terminal, a live table whose headers are never
-cut short ("episode_return_me…"), whatever the width."""
+cut short ("episode_return_me…"), whatever the width. Its numbers are the page's, under
+the page's names: score and last."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 from rich.console import Console
 
 from tuner.sweep._progress import RichProgress, fold_header, whole
+from tuner.tracking import Ranking
 
 METRIC = "env_runners/episode_return_mean"
+LAST = Ranking(METRIC, "max", "last")  # scored by the last value: score == last
 # PPO's default space is about this wide: far more than 80 columns as one boxed table
 KEYS = [
     "lr",
@@ -82,7 +85,7 @@ def test_piped_progress_is_a_whole_tab_separated_line_per_finished_trial():
     out = io.StringIO()
     console = Console(file=out, width=80)  # a file, not a terminal
     assert not console.is_terminal
-    progress = RichProgress(METRIC, KEYS, console=console)
+    progress = RichProgress(LAST, KEYS, console=console)
     seen: list[int] = []
     run(progress, after_each=lambda i: seen.append(len(out.getvalue().splitlines())))
     # a line as each trial finishes (a header before the first); nothing while one runs
@@ -92,19 +95,19 @@ def test_piped_progress_is_a_whole_tab_separated_line_per_finished_trial():
     assert not set(text) & (BOX - {" "})
     assert "…" not in text
     lines = [line.split("\t") for line in text.splitlines()]
-    assert lines[0] == ["trial", "status", "iter", "env steps", METRIC, *KEYS]
-    assert [line[:5] for line in lines[1:]] == [
-        ["96c77_00000", "TERMINATED", "3", "12000", "123.456789"],
-        ["96c77_00001", "ERROR", "3", "12001", "246.913578"],
-        ["96c77_00002", "TERMINATED", "3", "12002", "370.370367"],
+    assert lines[0] == ["trial", "status", "iter", "env steps", "score", "last", *KEYS]
+    assert [line[:6] for line in lines[1:]] == [
+        ["96c77_00000", "TERMINATED", "3", "12000", *["123.456789"] * 2],
+        ["96c77_00001", "ERROR", "3", "12001", *["246.913578"] * 2],
+        ["96c77_00002", "TERMINATED", "3", "12002", *["370.370367"] * 2],
     ]
     # every value whole, as Python reads it back: no 4-digit rounding, lists as JSON
-    assert lines[1][5:] == ["0.00031622776601683794", "0.99", "0.95", "0.2", "10", "256"] + [
+    assert lines[1][6:] == ["0.00031622776601683794", "0.99", "0.95", "0.2", "10", "256"] + [
         "0.0",
         "[0.5,1]",
     ]
-    assert float(lines[2][5]) == 0.00031622776601683794 * 2
-    assert all(len(line) == 5 + len(KEYS) for line in lines)
+    assert float(lines[2][6]) == 0.00031622776601683794 * 2
+    assert all(len(line) == 6 + len(KEYS) for line in lines)
 
 
 def test_whole_values():
@@ -142,7 +145,7 @@ def parts(name: str) -> list[str]:
 def test_terminal_table_never_cuts_a_header(width):
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=True, color_system=None)
-    progress = RichProgress(METRIC, KEYS, console=console)
+    progress = RichProgress(LAST, KEYS, console=console)
     run(progress)
     live = ANSI.sub("", out.getvalue())
     assert "\t" not in live
@@ -155,7 +158,7 @@ def test_terminal_table_never_cuts_a_header(width):
     drawn = final.file.getvalue()
     assert "…" not in drawn
     assert max(len(ANSI.sub("", line)) for line in drawn.splitlines()) <= width
-    names = ["trial", "status", "iter", "env steps", "episode_return_mean", *KEYS]
+    names = ["trial", "status", "iter", "env steps", "score", "last", *KEYS]
     tokens = header_tokens(drawn)
     # each header word whole, broken (if at all) only after a _ / - or space: no
     # "episode_return_me…", no "episo" + "de_return"
@@ -167,7 +170,10 @@ def test_terminal_table_never_cuts_a_header(width):
         for j in range(i + 1, len(p) + 1)
     }
     assert set(tokens) <= whole_runs | {"config"}, tokens
-    assert "episode_return_mean" in tokens or "episode_" in tokens
+    assert {"score", "last"} <= set(tokens)
+    # what the numbers are, under the table
+    caption = " ".join(drawn.split())
+    assert "score: episode_return_mean, last; last: episode_return_mean in training" in caption
     if "config" in tokens:  # the sampled values as key=value pairs, each pair whole
         for key in KEYS:
             assert re.search(rf"(^|\s){key}=\S+", drawn)
@@ -178,14 +184,14 @@ def test_terminal_table_never_cuts_a_header(width):
 @pytest.mark.parametrize(
     ("width", "header"),
     [
-        (120, ["trial", "status", "iter", "env", "steps", "episode_return_mean", "lr"]),
-        # 80: the long header folds at its underscores, the table keeps its box
-        (80, ["episode_", "env", "return_", "trial", "status", "iter", "steps", "mean", "lr"]),
+        (120, ["trial", "status", "iter", "env", "steps", "score", "last", "lr"]),
+        # 72: "env steps" folds at its space, the table keeps its box
+        (72, ["env", "trial", "status", "iter", "steps", "score", "last", "lr"]),
     ],
 )
 def test_terminal_table_with_one_sampled_value(width, header):
     console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
-    progress = RichProgress(METRIC, ["lr"], console=console)
+    progress = RichProgress(LAST, ["lr"], console=console)
     run(progress)
     final = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
     final.print(progress._table())
@@ -207,7 +213,7 @@ def test_fold_header_keeps_every_character():
 
 def test_progress_pickles_without_its_console():
     """Tune pickles callbacks into its experiment state: the console stays out."""
-    progress = RichProgress(METRIC, KEYS, console=Console(file=io.StringIO()))
+    progress = RichProgress(LAST, KEYS, console=Console(file=io.StringIO()))
     run(progress)
     back = pickle.loads(pickle.dumps(progress))
     assert back.rows.keys() == progress.rows.keys()
@@ -218,16 +224,62 @@ def test_an_iteration_without_an_episode_keeps_the_last_measured_value():
     """RLlib reports NaN for an iteration in which no episode ended (LunarLander's long
     episodes): the line shows the last value measured, NaN only if none was."""
     out = io.StringIO()
-    progress = RichProgress(METRIC, KEYS, console=Console(file=out, width=80))
+    progress = RichProgress(LAST, KEYS, console=Console(file=out, width=80))
     trials = [trial(0), trial(1)]
     values = {0: [12.5, float("nan")], 1: [float("nan"), float("nan")]}
     for t in trials:
         progress.on_trial_start(0, trials, t)
-        for value in values[int(t.trial_id[-1])]:
+        for i, value in enumerate(values[int(t.trial_id[-1])]):
             progress.on_trial_result(
-                0, trials, t, {**result(0), "env_runners": {"episode_return_mean": value}}
+                0,
+                trials,
+                t,
+                {
+                    **result(0),
+                    "training_iteration": i + 1,
+                    "env_runners": {"episode_return_mean": value},
+                },
             )
         t.status = "TERMINATED"
         progress.on_trial_complete(0, trials, t)
     lines = [line.split("\t") for line in out.getvalue().splitlines()]
-    assert [line[4] for line in lines[1:]] == ["12.5", "nan"]
+    assert [line[5] for line in lines[1:]] == ["12.5", "-"]
+
+
+def test_the_score_is_the_final_evaluation_at_the_budget_beside_the_training_return():
+    """With a final deterministic evaluation (evaluation.at_end), `score` is it, once the
+    trial ran its budget, and `-` before; `last` stays the training metric's."""
+    ranking = Ranking(METRIC, "max", "last", final_key=f"evaluation/{METRIC}", budget_steps=2000)
+    out = io.StringIO()
+    progress = RichProgress(ranking, ["lr"], console=Console(file=out, width=120))
+    trials = [trial(0), trial(1)]
+    points = {
+        0: [(1000, 30.0, None), (2000, 20.0, 500.0)],  # ran its budget: evaluated
+        1: [(1000, 40.0, None)],  # stopped early by a scheduler: no score
+    }
+    for t in trials:
+        progress.on_trial_start(0, trials, t)
+        for i, (steps, ret, final) in enumerate(points[int(t.trial_id[-1])]):
+            res = {
+                "training_iteration": i + 1,
+                "num_env_steps_sampled_lifetime": steps,
+                "env_runners": {"episode_return_mean": ret},
+            }
+            if final is not None:
+                res["evaluation"] = {"env_runners": {"episode_return_mean": final}}
+            progress.on_trial_result(0, trials, t, res)
+        t.status = "TERMINATED"
+        progress.on_trial_complete(0, trials, t)
+    lines = [line.split("\t") for line in out.getvalue().splitlines()]
+    assert [line[4:6] for line in lines[1:]] == [["500.0", "20.0"], ["-", "40.0"]]
+
+
+def test_the_caption_names_the_final_evaluation():
+    ranking = Ranking(METRIC, "max", "last", final_key=f"evaluation/{METRIC}", budget_steps=2000)
+    console = Console(file=io.StringIO(), width=120, force_terminal=True, color_system=None)
+    progress = RichProgress(ranking, ["lr"], console=console)
+    run(progress)
+    final = Console(file=io.StringIO(), width=120, force_terminal=True, color_system=None)
+    final.print(progress._table())
+    said = " ".join(final.file.getvalue().split())
+    assert "score: final deterministic episode_return_mean at the budget (- before it)" in said

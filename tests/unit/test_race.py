@@ -159,7 +159,7 @@ def test_the_search_ranks_configs_by_mean_over_the_most_seeds():
     groups = race_groups(trials, s.mode)
     assert [g.representative.trial_id for g in groups] == ["b0", "a1", "c0", "d0"]
     assert groups[0].mean == pytest.approx(450.0)
-    best = race_best(s, trials, {t.trial_id: {} for t in trials})
+    best = race_best(s, trials, {t.trial_id: {} for t in trials}, EVAL)
     assert best is not None
     assert best.config == {"lr": 0.2}
     assert best.metric_value == pytest.approx(450.0)  # the mean, not a single seed
@@ -169,6 +169,7 @@ def test_the_search_ranks_configs_by_mean_over_the_most_seeds():
     assert best.race.seeds == [5, 6, 7]
     assert best.race.scores == [450.0, 430.0, 470.0]
     assert best.race.trials == ["b0", "b1", "b2"]
+    assert best.scope == "final-evaluation"  # the scores are final evaluations
     # the confirmation re-runs the race's top configs, not the lucky seed's
     summary = SweepSummary(name="race", status="SUCCEEDED", metric=TRAIN, mode="max")
     summary.trials = trials

@@ -10,6 +10,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from tuner.errors import TunerError
 from tuner.ray_internals import no_prestarted_workers
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ STARTUP_TIMED_OUT = "timed out during startup"
 LOCAL_STARTS = 3
 
 
-class RayStartError(RuntimeError):
+class RayStartError(TunerError, RuntimeError):
     """The local Ray did not start: its cause, in one line, for the user."""
 
 

@@ -6,7 +6,11 @@ never loses a character (too narrow, a long one folds at its `_` and `/`, and as
 resort any column folds, never ellipsised). Piped or redirected: no live table (a pipe
 gets no redraws, and rich would lay it out for 80 columns and cut the names); a header
 line, then one tab-separated line per trial as it finishes, every value whole (floats as
-Python writes them back: `0.00031622776601683794`, lists and dicts as JSON)."""
+Python writes them back: `0.00031622776601683794`, lists and dicts as JSON).
+
+The numbers are the page's, under the same names: `score` (what trials are ranked by:
+the final deterministic evaluation of a trial that ran its budget, else the metric under
+the spec's scope) and `last` (the training metric's last value)."""
 
 from __future__ import annotations
 
@@ -26,9 +30,13 @@ from rich.table import Table
 from tuner.mlflow_names import ITERATION_KEY, PER_ID_METRICS, STEP_KEY
 from tuner.results import lookup
 from tuner.statuses import TrialStatus
+from tuner.tracking import Ranking
 
 PER_ID_GROUPS = [[group.split("/")[-1]] for group in PER_ID_METRICS]
 FIXED_COLUMNS = ["trial", "status", "iter", "env steps"]
+# one name per number, as the page, the JSON and MLflow: (column, Ranking.of_curve's key);
+# the peak is left to the summary (an 80-column terminal keeps the sampled values whole)
+NUMBERS = [("score", "score"), ("last", "metric")]
 
 
 def _fmt(value: Any) -> str:
@@ -36,6 +44,11 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4g}"
     return str(value)
+
+
+def _fmt_number(value: Any) -> str:
+    """A number in the live table; none yet: -."""
+    return "-" if value is None else _fmt(value)
 
 
 def _unmeasured(value: Any) -> bool:
@@ -59,6 +72,16 @@ def whole(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value) if re.search(r"[\t\r\n]", value) else value
     return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def numbers_caption(ranking: Ranking) -> str:
+    """What the table's numbers are, under it: the score's source, then the metric."""
+    metric = metric_column(ranking.metric)
+    if ranking.final_key:
+        score = f"final deterministic {metric} at the budget (- before it)"
+    else:
+        score = f"{metric}, {ranking.scope}"
+    return f"score: {score}; last: {metric} in training"
 
 
 def metric_column(metric: str) -> str:
@@ -85,9 +108,12 @@ def _table_width(console: Console, table: Table) -> int:
     return Measurement.get(console, console.options.update_width(1_000_000), table).maximum
 
 
-def _build(headers: list[str], rows: list[list[str]], compact: bool = False) -> Table:
+def _build(
+    headers: list[str], rows: list[list[str]], compact: bool = False, caption: str | None = None
+) -> Table:
     table = Table(
         title="trials",
+        caption=caption,
         expand=False,
         box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
         padding=(0, 1),
@@ -101,7 +127,13 @@ def _build(headers: list[str], rows: list[list[str]], compact: bool = False) -> 
     return table
 
 
-def layout(console: Console, headers: list[str], rows: list[list[str]], fixed: int) -> Table:
+def layout(
+    console: Console,
+    headers: list[str],
+    rows: list[list[str]],
+    fixed: int,
+    caption: str | None = None,
+) -> Table:
     """The trials table for the console's width, the first that fits:
 
     1. boxed, every header and value on one line;
@@ -112,13 +144,14 @@ def layout(console: Console, headers: list[str], rows: list[list[str]], fixed: i
        column of `key=value` pairs, which wraps between pairs.
 
     Narrower still, rich narrows the columns of 4 and folds what does not fit, headers
-    and values alike: a name may break, it is never cut short ("…")."""
+    and values alike: a name may break, it is never cut short ("…"). The caption wraps
+    under the table."""
     folded = [
         fold_header(h, max(max((cell_len(r[i]) for r in rows), default=0), 4))
         for i, h in enumerate(headers)
     ]
     for names, compact in ((headers, False), (folded, False), (folded, True)):
-        table = _build(names, rows, compact=compact)
+        table = _build(names, rows, compact=compact, caption=caption)
         if _table_width(console, table) <= console.width:
             return table
     if len(headers) <= fixed:
@@ -130,23 +163,32 @@ def layout(console: Console, headers: list[str], rows: list[list[str]], fixed: i
         [*folded[:fixed], "config"],
         [[*r[:fixed], p] for r, p in zip(rows, pairs, strict=True)],
         compact=True,
+        caption=caption,
     )
     table.columns[-1].justify = "left"
     return table
 
 
 class RichProgress(Callback):
-    """Shows status, iteration, env steps, return and sampled values of every trial: a
-    live table on a terminal, one plain line per finished trial elsewhere."""
+    """Shows status, iteration, env steps, score, last and sampled values of every
+    trial: a live table on a terminal, one plain line per finished trial elsewhere.
+
+    Args:
+        ranking: How the sweep scores a trial (tuner.sweep's sweep_ranking): the numbers
+            are computed from each trial's curve as the store and the page compute them.
+        space_keys: The sampled keys, a column each.
+        stderr: Progress on stderr (`--output json` keeps stdout for JSON).
+        console: Where to draw (default: stdout or stderr's own).
+    """
 
     def __init__(
         self,
-        metric: str,
+        ranking: Ranking,
         space_keys: list[str],
         stderr: bool = False,
         console: Console | None = None,
     ) -> None:
-        self.metric = metric
+        self.ranking = ranking
         self.space_keys = space_keys
         self.stderr = stderr
         self.rows: dict[str, dict[str, Any]] = {}
@@ -176,25 +218,40 @@ class RichProgress(Callback):
                 "status": trial.status,
                 "iter": 0,
                 "steps": 0,
-                "metric": None,
+                "curve": [],
+                "numbers": {},
                 "sampled": sampled_values(trial.config, self.space_keys),
             }
         return self.rows[trial.trial_id]
 
+    def _add_point(self, row: dict[str, Any], result: dict) -> None:
+        """A result's values on the trial's curve, and the numbers of the curve so far."""
+        iteration = result.get(ITERATION_KEY, 0)
+        steps = int(result.get(STEP_KEY) or 0)
+        values = {}
+        for key in self.ranking.keys:
+            value = lookup(result, key)
+            if not _unmeasured(value):
+                values[key] = float(value)
+        # a result again for an iteration (a retry or resume trains it again) replaces it
+        row["curve"] = [p for p in row["curve"] if p[0] < iteration] + [(iteration, steps, values)]
+        row.update(iter=iteration, steps=steps, numbers=self.ranking.of_curve(row["curve"]))
+
     def _table(self) -> Table:
-        headers = [*FIXED_COLUMNS, metric_column(self.metric), *self.space_keys]
+        headers = [*FIXED_COLUMNS, *(name for name, _ in NUMBERS), *self.space_keys]
         rows = [
             [
                 trial_id,
                 str(row["status"]),
                 str(row["iter"]),
                 str(row["steps"]),
-                _fmt(row["metric"]) if row["metric"] is not None else "-",
+                *(_fmt_number(row["numbers"].get(key)) for _, key in NUMBERS),
                 *(_fmt(row["sampled"].get(k)) for k in self.space_keys),
             ]
             for trial_id, row in sorted(self.rows.items())
         ]
-        return layout(self.console, headers, rows, fixed=len(FIXED_COLUMNS) + 1)
+        fixed = len(FIXED_COLUMNS) + len(NUMBERS)
+        return layout(self.console, headers, rows, fixed, numbers_caption(self.ranking))
 
     def _line(self, cells: list[str]) -> None:
         out = self.console.file
@@ -207,7 +264,7 @@ class RichProgress(Callback):
             if trial_id in self.printed:
                 continue
             if not self.printed:
-                self._line([*FIXED_COLUMNS, self.metric, *self.space_keys])
+                self._line([*FIXED_COLUMNS, *(name for name, _ in NUMBERS), *self.space_keys])
             row = self.rows[trial_id]
             self._line(
                 [
@@ -215,7 +272,7 @@ class RichProgress(Callback):
                     str(row["status"]),
                     whole(row["iter"]),
                     whole(row["steps"]),
-                    whole(row["metric"]),
+                    *(whole(row["numbers"].get(key)) for _, key in NUMBERS),
                     *(whole(row["sampled"].get(k)) for k in self.space_keys),
                 ]
             )
@@ -249,16 +306,10 @@ class RichProgress(Callback):
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
     ) -> None:
         row = self._row(trial)
-        row.update(
-            status=TrialStatus.RUNNING,
-            iter=result.get(ITERATION_KEY, 0),
-            steps=int(result.get(STEP_KEY) or 0),
-        )
-        value = lookup(result, self.metric)
-        # an iteration in which no episode ended reports NaN: the last measured value
-        # stays (as a trial's ranking carries it over), NaN only until one is measured
-        if not _unmeasured(value) or row["metric"] is None:
-            row["metric"] = value
+        row["status"] = TrialStatus.RUNNING
+        # an iteration in which no episode ended reports NaN: the last measured value is
+        # carried (as the ranking carries it), no number until one is measured
+        self._add_point(row, result)
         self._refresh()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -273,11 +324,7 @@ class RichProgress(Callback):
             row["status"] = trial.status
             last = trial.last_result or {}
             if last.get(ITERATION_KEY, 0) > row["iter"]:  # finished before a resume
-                row.update(
-                    iter=last[ITERATION_KEY],
-                    steps=int(last.get(STEP_KEY) or 0),
-                    metric=lookup(last, self.metric),
-                )
+                self._add_point(row, last)
         if not self.console.is_terminal:
             # the trials that ended without a line (stopped, or finished before a resume)
             self._print_finished(sorted(self.rows))

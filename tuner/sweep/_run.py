@@ -26,7 +26,7 @@ from tuner.sweep._headwatch import watch_connected_head
 from tuner.sweep._interrupt import InterruptWatch
 from tuner.sweep._progress import RichProgress
 from tuner.sweep._summary import rank_again, summarise, the_answer
-from tuner.sweep._tuner import build_tuner, restore_tuner
+from tuner.sweep._tuner import build_tuner, restore_tuner, sweep_ranking
 from tuner.tracking import (
     MLflowTracker,
     TrackingConfig,
@@ -245,7 +245,9 @@ def _prepare(spec: ExperimentSpec, options: SweepOptions) -> _Sweep:
         )
         sweep.tracker.start()
     if options.progress:
-        sweep.progress = RichProgress(spec.metric, list(space), stderr=options.progress_to_stderr)
+        sweep.progress = RichProgress(
+            sweep_ranking(spec), list(space), stderr=options.progress_to_stderr
+        )
     return sweep
 
 

@@ -20,7 +20,7 @@ from tuner.spec import ExperimentSpec, resolve_space
 from tuner.statuses import TRIAL_UNFINISHED, SweepStatus, TrialStatus
 from tuner.sweep._pareto import front, missing_values, objective_values
 from tuner.sweep._tuner import final_score_key, sampled_values
-from tuner.views import BestTrial, SearchBest, SweepSummary, TrialView
+from tuner.views import FINAL_SCOPE, BestTrial, SearchBest, SweepSummary, TrialView
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def summarise(
         configs[view.trial_id] = config
     warnings = list(warnings)
     ranked_by = _ranked_by(spec, trials, warnings, confirming)
-    best = _choose_best(spec, trials, configs, confirming)
+    best = _choose_best(spec, trials, configs, confirming, ranked_by)
     trials.sort(key=lambda t: t.trial_id)
     summary = SweepSummary(
         name=spec.name,
@@ -141,6 +141,7 @@ def _choose_best(
     trials: list[TrialView],
     configs: dict[str, dict[str, Any]],
     confirming: bool,
+    ranked_by: str,
 ) -> BestTrial | None:
     """The best trial by score, `trials` in Tune's order (a tie goes to the earlier
     trial); of a raced search, the best config by its seeds' mean."""
@@ -149,9 +150,9 @@ def _choose_best(
         if view.score is not None and (
             best is None or better(view.score, best.metric_value, spec.mode)
         ):
-            best = best_trial(spec, view, configs[view.trial_id])
+            best = best_trial(spec, view, configs[view.trial_id], ranked_by)
     if spec.search.race is not None and not confirming:
-        best = race_best(spec, trials, configs)
+        best = race_best(spec, trials, configs, ranked_by)
     return best
 
 
@@ -169,7 +170,7 @@ def rank_again(spec: ExperimentSpec, summary: SweepSummary, space: dict[str, Dom
     configs = summary._tune_configs
     by_id = {t.trial_id: t for t in summary.trials}
     in_tune_order = [by_id[tid] for tid in configs if tid in by_id]
-    summary.best = _choose_best(spec, in_tune_order, configs, confirming=False)
+    summary.best = _choose_best(spec, in_tune_order, configs, False, summary.ranked_by or "")
     _add_search_findings(spec, summary, configs, space)
 
 
@@ -303,7 +304,7 @@ def _add_search_findings(
     if best is not None and top not in (None, best.trial_id):
         view = next(t for t in summary.trials if t.trial_id == top)
         if view.score == best.metric_value:  # a tie: the front's first is better on the rest
-            summary.best = best_trial(spec, view, configs[top])
+            summary.best = best_trial(spec, view, configs[top], summary.ranked_by or "")
     for field, value in _importance(summary.trials, space, spec.mode).items():
         setattr(summary, field, value)
 
@@ -326,8 +327,18 @@ def _newest_checkpoint_dir(result: Any) -> str | None:
     return dirs[-1] if dirs else None
 
 
-def best_trial(spec: ExperimentSpec, view: TrialView, config: dict[str, Any]) -> BestTrial:
-    """The BestTrial of a trial's view and its Tune config (the search's answer)."""
+def score_scope(spec: ExperimentSpec, ranked_by: str) -> str:
+    """How the trials' scores were taken: FINAL_SCOPE where they are the final
+    deterministic evaluation (`ranked_by` its key), else the spec's scope."""
+    final = final_score_key(spec)
+    return FINAL_SCOPE if final is not None and ranked_by == final else spec.scope
+
+
+def best_trial(
+    spec: ExperimentSpec, view: TrialView, config: dict[str, Any], ranked_by: str
+) -> BestTrial:
+    """The BestTrial of a trial's view and its Tune config (the search's answer);
+    `ranked_by`: the key the sweep's scores come from (SweepSummary.ranked_by)."""
     assert view.score is not None
     derived_config, derived_resources = derived_settings(config, spec)
     return BestTrial(
@@ -338,14 +349,17 @@ def best_trial(spec: ExperimentSpec, view: TrialView, config: dict[str, Any]) ->
         resources=derived_resources,
         metric_value=view.score,
         train_score=view.train_score,
-        scope=spec.scope,
+        scope=score_scope(spec, ranked_by),
         checkpoint=view.checkpoint,
         checkpoint_trial_id=view.trial_id,
     )
 
 
 def race_best(
-    spec: ExperimentSpec, trials: list[TrialView], configs: dict[str, dict[str, Any]]
+    spec: ExperimentSpec,
+    trials: list[TrialView],
+    configs: dict[str, dict[str, Any]],
+    ranked_by: str,
 ) -> BestTrial | None:
     """A raced search's best (search.race): the first config of the race's ranking
     (tuner.sweep._race), its score the mean over its seeds, its trial, seed and
@@ -354,7 +368,7 @@ def race_best(
     if top is None or top.representative.score is None:
         return None
     rep = top.representative
-    return _with_race(spec, best_trial(spec, rep, configs[rep.trial_id]), top)
+    return _with_race(spec, best_trial(spec, rep, configs[rep.trial_id], ranked_by), top)
 
 
 def _with_race(spec: ExperimentSpec, answer: BestTrial, group: RaceGroup | None) -> BestTrial:
@@ -388,7 +402,7 @@ def the_answer(spec: ExperimentSpec, summary: SweepSummary) -> BestTrial | None:
     view = by_id.get(top.trial_id) if top is not None else None
     if top is None or view is None or view.score is None:
         return summary.best
-    answer = best_trial(spec, view, summary.tune_config(view.trial_id))
+    answer = best_trial(spec, view, summary.tune_config(view.trial_id), summary.ranked_by or "")
     if spec.search.race is not None:
         mine = [g for g in race_groups(summary.trials, spec.mode) if view in g.trials]
         _with_race(spec, answer, mine[0] if mine else None)

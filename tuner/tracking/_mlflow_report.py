@@ -186,7 +186,7 @@ def model_description(best: BestTrial, metric: str) -> str:
         raced = f", the mean over its seeds {best.race.seeds}" if best.race is not None else ""
         score = (
             f"Search best, not confirmed on fresh seeds: {metric} {best.metric_value:.4g} "
-            f"under scope {best.scope}{raced} (trial {best.trial_id}, seed {best.seed})."
+            f"({best.scope}{raced}; trial {best.trial_id}, seed {best.seed})."
         )
     return f"Best config of search trial {best.trial_id}: {config}. {score}"
 

@@ -355,7 +355,7 @@ class StoreRecorder(Callback):
 
     def _best_view(self, trial_id: str, score: float, train_score: float | None) -> dict[str, Any]:
         """A BestTrial (as JSON) of a search trial and its score so far."""
-        from tuner.views import BestTrial
+        from tuner.views import FINAL_SCOPE, BestTrial
 
         row = self._rows.get(trial_id, {})
         config = dict(row.get("config") or {})
@@ -373,7 +373,7 @@ class StoreRecorder(Callback):
             seed=row.get("seed"),
             metric_value=score,
             train_score=train_score,
-            scope=self.ranking.scope,
+            scope=FINAL_SCOPE if self.ranking.final_key else self.ranking.scope,
             checkpoint_trial_id=trial_id,
         )
         return best.model_dump(mode="json")

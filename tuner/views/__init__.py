@@ -15,7 +15,7 @@ and the error bodies), `_service.py` (health, the cluster, the statuses).
 `Pareto`, `RankedBy`) and `StepValue` import from here too, outside `__all__` as before.
 """
 
-from tuner.views._answer import BestTrial, ConfirmedConfig, SearchBest
+from tuner.views._answer import FINAL_SCOPE, BestTrial, ConfirmedConfig, SearchBest
 from tuner.views._answer import ParetoMember as ParetoMember
 from tuner.views._plans import ExampleSpec, Plan
 from tuner.views._problems import Issue, Problem, Problems
@@ -42,6 +42,7 @@ from tuner.views._trials import (
 from tuner.views._trials import StepValue as StepValue
 
 __all__ = [
+    "FINAL_SCOPE",
     "BestTrial",
     "SearchBest",
     "ClusterView",

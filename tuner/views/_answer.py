@@ -10,6 +10,14 @@ from pydantic import Field
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
 from tuner.views._base import _View
 
+# a BestTrial's scope where its score is the trial's final deterministic evaluation at its
+# budget (evaluation.at_end), not the metric under the spec's scope
+FINAL_SCOPE = "final-evaluation"
+SCOPE_DESCRIPTION = (
+    "How its score was taken: `final-evaluation` (the trial's final deterministic "
+    "evaluation at its budget, the default with one), else the spec's scope of the metric."
+)
+
 
 class ConfirmedConfig(_View):
     """One of the search's best configs, re-run on fresh seeds (the confirmation stage)."""
@@ -72,7 +80,7 @@ class SearchBest(_View):
         "over the seeds it ran.",
     )
     train_score: float | None = Field(None, description="Its training metric under scope.")
-    scope: str = Field("last-5-avg", description="How trials were ranked (the spec's scope).")
+    scope: str = Field("last-5-avg", description=SCOPE_DESCRIPTION)
     checkpoint: str | None = None
 
 
@@ -118,7 +126,7 @@ class BestTrial(_View):
     train_score: float | None = Field(
         None, description="Its search trial's training metric under scope."
     )
-    scope: str = Field("last-5-avg", description="How trials were ranked (the spec's scope).")
+    scope: str = Field("last-5-avg", description=SCOPE_DESCRIPTION)
     checkpoint: str | None = Field(
         None,
         description="The checkpoint to deploy: with a confirmation, its median-score seed's "
