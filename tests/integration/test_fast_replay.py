@@ -313,3 +313,41 @@ def test_remote_env_runners_get_their_weights_through_rllibs_sync(ray_local):
     assert remote
     for key, value in remote.items():
         assert torch.equal(value, learned[key]), key
+
+
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_a_remote_env_runner_trains_the_updates_per_env_step_asked(ray_local, monkeypatch, switch):
+    """One remote env runner, a sampled updates_per_env_step of 0.5 at batch 16: the trial
+    trains 8 samples per env step on either path (RLlib's round robin counts the local
+    env runner too, which would make it 16)."""
+    from tuner.rllib import apply_values
+    from tuner.search_spaces import UPDATES_PER_ENV_STEP
+
+    monkeypatch.setenv("TUNER_FAST_REPLAY", switch)
+    spec = parse_spec(
+        {
+            "name": "remote-ratio",
+            "algorithm": "DQN",
+            "env": "CartPole-v1",
+            "config": {
+                "train_batch_size_per_learner": 16,
+                "num_steps_sampled_before_learning_starts": 0,
+                "min_sample_timesteps_per_iteration": 64,
+                "min_time_s_per_iteration": 0,
+                "replay_buffer_config": UNIFORM,
+            },
+            "model": {"fcnet_hiddens": [16]},
+            "resources": {"num_env_runners": 1, "num_envs_per_env_runner": 1},
+        }
+    )
+    params = apply_values(trial_params(spec), {UPDATES_PER_ENV_STEP: 0.5})
+    algo = trainable_for(spec)(config={**params, "seed": 0})
+    try:
+        for _ in range(2):
+            result = algo.train()
+    finally:
+        algo.stop()
+    sampled = result["num_env_steps_sampled_lifetime"]
+    trained = result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
+    assert sampled >= 128
+    assert trained / sampled == pytest.approx(8, rel=0.15)

@@ -205,3 +205,58 @@ def test_a_warm_start_from_a_sweep_that_searched_the_intensity_reuses_its_ratios
     assert out.first == [{BATCH: 32, KEY: 1.0}, {BATCH: 64, KEY: 0.5}, {BATCH: 128, KEY: 0.25}]
     assert [score for _, score in out.known] == [300.0, 200.0, 100.0]
     assert not any("dropped" in w for w in out.warnings), out.warnings
+
+
+@pytest.mark.parametrize("runners", [1, 3])
+@pytest.mark.parametrize("flat", ["1", "0"])
+def test_remote_env_runners_train_the_ratio_asked(runners, flat, monkeypatch):
+    """RLlib's round robin counts the local env runner among the samplers (runners + 1),
+    though with remote ones only they sample: the intensity is set so that the trial
+    still trains ratio x batch samples per env step, on RLlib's path and the flat one."""
+    monkeypatch.setenv("TUNER_FAST_REPLAY", flat)
+    spec = spec_of(stop={"timesteps_total": 100_000}, resources={"num_env_runners": runners})
+    for updates, batch in [(1.0, 128), (0.5, 64), (0.25, 32)]:
+        config = apply_values(trial_params(spec), {KEY: updates, BATCH: batch})
+        ran = as_trial_runs(config, "DQN")
+        assert ran["num_env_runners"] == runners
+        assert ran["training_intensity"] == pytest.approx(updates * batch * runners / (runners + 1))
+        trained = trained_per_env_step(config, "DQN", flat == "1")
+        assert trained == pytest.approx(updates * batch, rel=1e-9), (updates, batch)
+        # the pasted best config (its derived intensity) trains the same
+        derived, _ = derived_settings(config, spec)
+        assert derived["training_intensity"] == ran["training_intensity"]
+        assert rerun_config(spec, {}, {KEY: updates, BATCH: batch})["training_intensity"] == (
+            pytest.approx(ran["training_intensity"])
+        )
+
+
+def test_a_warm_start_reads_an_intensity_with_remote_runners_as_the_ratio_it_trained():
+    """An earlier sweep on 1 remote env runner that searched training_intensity 16 at
+    batch 32 trained 32 samples per env step (RLlib's round robin): one update per env
+    step, not a half."""
+    from tests.stored import earlier_sweep
+    from tuner.tracking import warm_start
+    from tuner.views import TrialView
+
+    budget = {"timesteps_total": 100_000}
+    before = spec_of(stop=budget, search={"method": "optuna"}, resources={"num_env_runners": 1})
+    trial = TrialView(
+        trial_id="t0",
+        status="TERMINATED",
+        config={BATCH: 32, "training_intensity": 16},
+        seed=0,
+        score=1.0,
+    )
+    earlier = earlier_sweep("old", before, [trial])
+    space = {BATCH: resolve_space(before)[BATCH], KEY: resolve_space(before)[KEY]}
+    now = spec_of(
+        stop=budget,
+        resources={"num_env_runners": 1},
+        search={
+            "method": "optuna",
+            "space": {k: d.model_dump(exclude_none=True) for k, d in space.items()},
+            "warm_start": {"from": "old", "top_k": 1},
+        },
+    )
+    out = warm_start(now, resolve_space(now), earlier)
+    assert out.first == [{BATCH: 32, KEY: 1.0}]

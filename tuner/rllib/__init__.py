@@ -50,6 +50,7 @@ from tuner.rllib._update_ratio import (
     holds_update_ratio,
     most_vector_envs,
     own_num_envs,
+    round_robin_excess,
     update_ratio,
 )
 from tuner.rllib._user_code import user_code
@@ -105,6 +106,7 @@ __all__ = [
     "trial_resources",
     "trial_seed",
     "update_ratio",
+    "round_robin_excess",
     "user_code",
     "vector_defaults_apply",
 ]

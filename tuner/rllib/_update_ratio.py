@@ -106,9 +106,11 @@ def updates_as_intensity(config: dict[str, Any], algorithm: str) -> dict[str, An
 
     Samples trained per env step = updates per env step x the trial's total train batch
     (train_batch_size_per_learner x learners: each update one train batch, as RLlib's
-    calculate_rr_weights reads the intensity). The key stays beside it, an attribute
-    RLlib keeps and ignores, so the config RLlib reports back (a result's, a
-    checkpoint's) still names the value searched. Without the key: the config as it is.
+    calculate_rr_weights reads the intensity); with remote env runners the intensity is
+    that over round_robin_excess, so the trial trains the ratio asked. The key stays
+    beside it, an attribute RLlib keeps and ignores, so the config RLlib reports back (a
+    result's, a checkpoint's) still names the value searched. Without the key: the
+    config as it is.
 
     Args:
         config: The trial's config dict.
@@ -120,9 +122,27 @@ def updates_as_intensity(config: dict[str, Any], algorithm: str) -> dict[str, An
     if UPDATES_PER_ENV_STEP not in config:
         return config
     out = dict(config)
-    batch = _trial_rllib_config(out, algorithm).total_train_batch_size
-    out["training_intensity"] = float(config[UPDATES_PER_ENV_STEP]) * batch
+    cfg = _trial_rllib_config(out, algorithm)
+    samples = float(config[UPDATES_PER_ENV_STEP]) * cfg.total_train_batch_size
+    out["training_intensity"] = samples / round_robin_excess(cfg.num_env_runners)
     return out
+
+
+def round_robin_excess(num_env_runners: int) -> float:
+    """How many times the samples per env step asked by a training_intensity it trains.
+
+    RLlib's round robin (dqn.py calculate_rr_weights, and the flat path, which makes the
+    same updates) counts the local env runner among the samplers (runners + 1) in its
+    native ratio, but with remote env runners only those sample, so an intensity trains
+    (runners + 1) / runners x itself; without remote ones, exactly itself.
+
+    Args:
+        num_env_runners: The trial's remote env runners.
+
+    Returns:
+        The factor.
+    """
+    return (num_env_runners + 1) / num_env_runners if num_env_runners > 0 else 1.0
 
 
 def as_trial_runs(config: dict[str, Any], algorithm: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from tuner import mlflow_names as names
 from tuner.mlflow_names import STAGE_SEARCH
+from tuner.rllib import round_robin_excess
 from tuner.search_spaces import UPDATES_PER_ENV_STEP, Domain
 from tuner.seed_stats import race_groups
 from tuner.spec import ExperimentSpec, SpecError, parse_spec
@@ -215,8 +216,10 @@ def _with_ratio(
 ) -> dict[str, Any]:
     """An earlier config's searched training_intensity as the updates_per_env_step this
     space searches instead (DQN's default space before and after it searched the ratio
-    apart from the batch): intensity / the earlier trial's train batch of all learners,
-    where its batch is known (sampled, or fixed in its spec). Else the config as it is."""
+    apart from the batch): the samples its intensity trained per env step (with remote
+    env runners more than itself: round_robin_excess) / the earlier trial's train batch of
+    all learners, where its batch is known (sampled, or fixed in its spec). Else the
+    config as it is."""
     if UPDATES_PER_ENV_STEP not in space or "training_intensity" in space:
         return config
     batch_key = "train_batch_size_per_learner"
@@ -225,8 +228,9 @@ def _with_ratio(
     if not (_positive(intensity) and _positive(batch)) or UPDATES_PER_ENV_STEP in config:
         return config
     learners = max(earlier.resources.num_learners or 0, 1)
+    trained = intensity * round_robin_excess(earlier.resources.num_env_runners)
     out = {k: v for k, v in config.items() if k != "training_intensity"}
-    out[UPDATES_PER_ENV_STEP] = intensity / (batch * learners)
+    out[UPDATES_PER_ENV_STEP] = trained / (batch * learners)
     return out
 
 
