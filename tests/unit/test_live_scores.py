@@ -255,6 +255,7 @@ def test_while_no_trial_ran_its_budget_the_best_so_far_is_by_the_training_metric
     rec.on_trial_result(0, [], b, result(1, 20.0))
     best = store.get_experiment(exp_id).best
     assert (best["trial_id"], best["metric_value"]) == (a.trial_id, 50.0)
+    assert best["scope"] == "last-5-avg"  # a training score, named as one
     ev = {"evaluation": {"env_runners": {"episode_return_mean": 480.0}}}
     rec.on_trial_result(0, [], b, result(3, 30.0, **ev))  # b ran its budget: it has a score
     best = store.get_experiment(exp_id).best
@@ -263,6 +264,7 @@ def test_while_no_trial_ran_its_budget_the_best_so_far_is_by_the_training_metric
         480.0,
         25.0,
     )
+    assert best["scope"] == "final-evaluation"
     row = store.get_trial(exp_id, a.trial_id)
     assert (row.score, row.train_score) == (None, 50.0)
 

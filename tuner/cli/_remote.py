@@ -157,7 +157,7 @@ def _wait(url: str | None, experiment_id: str, poll_s: float = 2) -> dict:
             # the answer: its mean over fresh seeds, as the lines printed below it say
             return exp, done, total, f"confirmed mean {confirmed['mean']:.4g}"
         trials = _call("GET", url, f"/experiments/{experiment_id}/trials")["items"]
-        # the search's best score so far (the ranking value under the spec's scope), as
+        # the search's best score so far (what trials are ranked by: TrialView.score), as
         # status and the page; a confirmation trial's score is one seed's, not a best
         scores = [
             t["score"]

@@ -79,6 +79,7 @@ def _start_local_ray(num_cpus: int | None) -> None:
         except Exception as err:
             timed_out = STARTUP_TIMED_OUT in str(err)
             if not timed_out or attempt == LOCAL_STARTS:
+                ray.shutdown()  # what a half-done start left running
                 raise RayStartError(_start_failure(err, attempt, timed_out)) from err
             logger.warning(
                 "the local Ray's node timed out starting (a busy host?): starting it "

@@ -6,9 +6,10 @@ from collections.abc import Container
 
 # A key a search space may search for an algorithm with RLlib's `training_intensity`
 # (DQN, SAC): gradient updates per env step sampled (SB3's gradient_steps / train_freq),
-# apart from the train batch. A trial trains training_intensity = it x its train batch
-# (of all learners) samples per env step (tuner/rllib/_update_ratio.py), so a space can
-# pair any batch with any ratio; RLlib's own key ties the two (samples per env step).
+# apart from the train batch. A trial trains it x its train batch (of all learners)
+# samples per env step, through RLlib's training_intensity (tuner/rllib/_update_ratio.py:
+# with N remote env runners N / (N + 1) of that, which RLlib trains (N + 1) / N times), so a
+# space can pair any batch with any ratio; RLlib's own key ties the two.
 UPDATES_PER_ENV_STEP = "updates_per_env_step"
 
 

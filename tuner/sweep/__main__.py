@@ -68,6 +68,7 @@ def _from_the_store(
     """Each trial's metric, peak, scores and objective values from its curve in the store
     (every result of every attempt: after a resume Tune's own history of a trial holds
     only the iterations since); the best's scores follow its trial's."""
+    from tuner.sweep._summary import score_scope
     from tuner.sweep._tuner import sweep_ranking
     from tuner.tracking import curve_numbers
 
@@ -77,9 +78,13 @@ def _from_the_store(
         numbers = curve_numbers(store, experiment_id, trial.trial_id, ranking)
         if numbers is not None:
             found[trial.trial_id] = (trial, numbers)
-    if ranking.final_key is not None and not any(n["score"] is not None for _, n in found.values()):
-        for _, numbers in found.values():  # none ran its budget: the training metric ranks
-            numbers["score"] = numbers["train_score"]
+    if ranking.final_key is not None and found:
+        # the key the scores come from, decided again from these curves (and named so)
+        summary.ranked_by = ranking.final_key
+        if not any(n["score"] is not None for _, n in found.values()):
+            summary.ranked_by = spec.metric
+            for _, numbers in found.values():  # none ran its budget: the training metric
+                numbers["score"] = numbers["train_score"]
     for trial, numbers in found.values():
         for field, value in numbers.items():
             setattr(trial, field, value)
@@ -91,6 +96,7 @@ def _from_the_store(
         if trial is not None and trial.score is not None:
             view.metric_value = trial.score
             view.train_score = trial.train_score
+            view.scope = score_scope(spec, summary.ranked_by or "")
     if spec.search.race is not None:  # a raced config's score: its seeds' mean, as above
         from tuner.seed_stats import race_groups, race_record
 

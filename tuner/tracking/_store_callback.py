@@ -320,7 +320,10 @@ class StoreRecorder(Callback):
         if best is None or best == self._best_written:
             return
         train = self._scores[best[0]][1]
-        self.store.update_experiment(self.experiment_id, best=self._best_view(*best, train))
+        # by the training metric (no final evaluation yet): labelled with the spec's scope
+        final = by == 0 and self.ranking.final_key is not None
+        view = self._best_view(*best, train, final=final)
+        self.store.update_experiment(self.experiment_id, best=view)
         self._best_written = best
 
     def _note_race(self) -> None:
@@ -353,8 +356,11 @@ class StoreRecorder(Callback):
         self.store.update_experiment(self.experiment_id, best=best)
         self._best_written = key
 
-    def _best_view(self, trial_id: str, score: float, train_score: float | None) -> dict[str, Any]:
-        """A BestTrial (as JSON) of a search trial and its score so far."""
+    def _best_view(
+        self, trial_id: str, score: float, train_score: float | None, final: bool = True
+    ) -> dict[str, Any]:
+        """A BestTrial (as JSON) of a search trial and its score so far; `final`: the score
+        is a final evaluation where the ranking has one (else the metric under scope)."""
         from tuner.views import FINAL_SCOPE, BestTrial
 
         row = self._rows.get(trial_id, {})
@@ -373,7 +379,7 @@ class StoreRecorder(Callback):
             seed=row.get("seed"),
             metric_value=score,
             train_score=train_score,
-            scope=FINAL_SCOPE if self.ranking.final_key else self.ranking.scope,
+            scope=FINAL_SCOPE if final and self.ranking.final_key else self.ranking.scope,
             checkpoint_trial_id=trial_id,
         )
         return best.model_dump(mode="json")

@@ -243,7 +243,8 @@ def check_updates_per_env_step(ctx: Context) -> None:
         return
     if key in spec.config:
         msg = f"a search-space key only: fix RLlib's {intensity} instead (samples trained "
-        msg += "per env step: updates per env step x the train batch of all learners)"
+        msg += "per env step: updates per env step x the train batch of all learners; with N "
+        msg += "remote env runners RLlib trains (N + 1) / N x its intensity)"
         ctx.issues.append(SpecIssue(loc=f"config.{key}", value=spec.config[key], msg=msg))
     dom = ctx.space.get(key)
     if dom is None or key not in (spec.search.space or {}):

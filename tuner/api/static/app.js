@@ -747,8 +747,8 @@ function trialColumns(configKeys) {
     { key: 'stage', label: 'Stage', get: (t) => t.stage },
     // a raced search's seeds of one config share its values: the seed tells them apart
     num('seed', 'Seed'),
-    // one name per number, as the CLI, the JSON and MLflow: the score (the ranking value
-    // under the spec's scope), the peak, the last value
+    // one name per number, as the CLI, the JSON and MLflow: the score (the ranking value:
+    // the final deterministic evaluation, else the metric under scope), the peak, the last
     num('score', 'Score'),
     num('best_metric', 'Peak'),
     num('metric', 'Last'),
