@@ -46,6 +46,19 @@ def run_cli(args: list[str], ray_tmp: str, **env: str) -> subprocess.CompletedPr
     )
 
 
+def small_spec(tmp_path: Path, name: str) -> Path:
+    """A valid PPO CartPole spec file (batch 128) in tmp_path."""
+    spec = {
+        "name": name,
+        "algorithm": "PPO",
+        "env": "CartPole-v1",
+        "config": {"train_batch_size_per_learner": 128},
+    }
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
 def test_a_spec_refused_before_the_ray_start_exits_2_and_starts_no_ray(tmp_path):
     """`tuner run` validates the spec (every problem, in one pass) before it starts Ray."""
     spec = {
@@ -74,14 +87,7 @@ def test_a_spec_refused_before_the_ray_start_exits_2_and_starts_no_ray(tmp_path)
 def test_a_run_refused_after_the_ray_start_exits_2_and_leaves_no_ray_behind(tmp_path):
     """A resume whose Tune storage cannot be listed (a file in its way) fails once Ray
     is up: exit 2, the path named, and Ray's processes gone with the run."""
-    spec = {
-        "name": "refused",
-        "algorithm": "PPO",
-        "env": "CartPole-v1",
-        "config": {"train_batch_size_per_learner": 128},
-    }
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
+    path = small_spec(tmp_path, "refused")
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the Tune storage should be")
     ray_tmp = tempfile.mkdtemp(prefix="tr-", dir="/tmp")
@@ -107,14 +113,7 @@ def test_a_run_refused_after_the_ray_start_exits_2_and_leaves_no_ray_behind(tmp_
 def test_a_local_ray_that_cannot_start_exits_1_naming_the_cause(tmp_path):
     """Ray's temp dir under a file (a real start failure, at once): `tuner run` says the
     local Ray did not start and why, in a line, and exits 1 without a traceback."""
-    spec = {
-        "name": "no-ray",
-        "algorithm": "PPO",
-        "env": "CartPole-v1",
-        "config": {"train_batch_size_per_learner": 128},
-    }
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
+    path = small_spec(tmp_path, "no-ray")
     blocked = tmp_path / "a-file"
     blocked.write_text("a file where Ray's temp dir should be")
     out = run_cli(["run", str(path)], str(blocked / "ray"), TUNER_DATA_DIR=str(tmp_path / "d"))
