@@ -93,7 +93,7 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
         runs = [by_id[t] for t in c["trials"]]
         assert [r["seed"] for r in runs] == c["seeds"]
         assert all(r["config"] == c["config"] for r in runs)
-        assert c["scores"] == [r["score"] for r in runs]  # no evaluation: the scope value
+        assert c["scores"] == [r["score"] for r in runs]  # each seed's final evaluation
         assert c["ci95"][0] <= c["mean"] <= c["ci95"][1]
         assert c["std"] >= 0
         assert min(c["scores"]) <= c["iqm"] <= max(c["scores"])
@@ -107,7 +107,9 @@ def test_confirmation_ranks_configs_on_fresh_seeds_and_survives_ctrl_c(tmp_path)
     assert best["checkpoint_trial_id"] == confirmation[0]["median_trial_id"]
     assert best["seed"] == by_id[confirmation[0]["median_trial_id"]]["seed"]
     assert best["model_version"] == summary["mlflow"]["model_version"]
-    assert best["scope"] == "last"
+    # a budget (3 iterations): every score is a final deterministic evaluation, said so
+    assert summary["ranked_by"] == "evaluation/env_runners/episode_return_mean"
+    assert best["scope"] == "final-evaluation"
     top_search = max(search, key=lambda t: t["score"])
     assert best["search_best"]["trial_id"] == top_search["trial_id"]
     assert best["search_best"]["metric_value"] == top_search["score"]
