@@ -219,13 +219,12 @@ class RichProgress(Callback):
                 "iter": 0,
                 "steps": 0,
                 "curve": [],
-                "numbers": {},
                 "sampled": sampled_values(trial.config, self.space_keys),
             }
         return self.rows[trial.trial_id]
 
     def _add_point(self, row: dict[str, Any], result: dict) -> None:
-        """A result's values on the trial's curve, and the numbers of the curve so far."""
+        """A result's values on the trial's curve."""
         iteration = result.get(ITERATION_KEY, 0)
         steps = int(result.get(STEP_KEY) or 0)
         values = {}
@@ -235,7 +234,13 @@ class RichProgress(Callback):
                 values[key] = float(value)
         # a result again for an iteration (a retry or resume trains it again) replaces it
         row["curve"] = [p for p in row["curve"] if p[0] < iteration] + [(iteration, steps, values)]
-        row.update(iter=iteration, steps=steps, numbers=self.ranking.of_curve(row["curve"]))
+        row.update(iter=iteration, steps=steps)
+
+    def _numbers(self, row: dict[str, Any]) -> list[Any]:
+        """The row's score and last, from its curve as the store computes them (when
+        drawn: piped, once a trial)."""
+        numbers = self.ranking.of_curve(row["curve"])
+        return [numbers.get(key) for _, key in NUMBERS]
 
     def _table(self) -> Table:
         headers = [*FIXED_COLUMNS, *(name for name, _ in NUMBERS), *self.space_keys]
@@ -245,7 +250,7 @@ class RichProgress(Callback):
                 str(row["status"]),
                 str(row["iter"]),
                 str(row["steps"]),
-                *(_fmt_number(row["numbers"].get(key)) for _, key in NUMBERS),
+                *(_fmt_number(value) for value in self._numbers(row)),
                 *(_fmt(row["sampled"].get(k)) for k in self.space_keys),
             ]
             for trial_id, row in sorted(self.rows.items())
@@ -272,7 +277,7 @@ class RichProgress(Callback):
                     str(row["status"]),
                     whole(row["iter"]),
                     whole(row["steps"]),
-                    *(whole(row["numbers"].get(key)) for _, key in NUMBERS),
+                    *(whole(value) for value in self._numbers(row)),
                     *(whole(row["sampled"].get(k)) for k in self.space_keys),
                 ]
             )
