@@ -340,6 +340,23 @@ def test_new_sweep_form_previews_and_submits_with_token_auth(browser, tmp_path):
         assert "max_t 3,000" in shown, shown
         assert "rungs at 3,000" in shown, shown
 
+        # hyperband over 16 trials: each bracket's trials and rungs, as the CLI prints them
+        hyperband = (
+            TINY_YAML.format(name="hyperband-16")
+            .replace(
+                "method: grid\n  num_samples: 2\n  space: {lr: {grid: [0.0001, 0.001]}}",
+                "method: optuna\n  num_samples: 16\n  space: {lr: {loguniform: [0.0001, 0.001]}}",
+            )
+            .replace(
+                "stop: {training_iteration: 1}",
+                "stop: {timesteps_total: 3000}\nscheduler: {type: hyperband}",
+            )
+        )
+        preview_until(page, hyperband, "#plan-scheduler", "hyperband")
+        shown = page.locator("#plan-scheduler").inner_text()
+        assert "; bracket 1: 10 trials, rungs at 1,000, 3,000" in shown, shown
+        assert "; bracket 2: 6 trials, rungs at 3,000" in shown, shown
+
         # fifo with an iteration limit that ends every trial before its env steps: the
         # plan warns, naming both stop criteria, whatever the scheduler
         cut_short = TINY_YAML.format(name="cut-short").replace(

@@ -198,6 +198,26 @@ def test_asha_as_the_readme_writes_it_counts_the_budget_in_env_steps(ray_local, 
     assert any(done < budget for done in steps.values()), steps  # the rung stopped some
 
 
+def test_hyperband_s_last_bracket_runs_a_slow_starter_that_asha_would_stop(ray_local, tmp_path):
+    # The asha test's ranking (the learning rate itself, each later trial worse than all
+    # before it), over hyperband's two brackets: the 2nd and 4th trials are dealt to the
+    # bracket that judges only at the budget, so they run it; in the first bracket the
+    # rung at iteration 1 stops the 3rd, 5th and 6th.
+    lrs = [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]
+    spec = tiny_spec(
+        search={"method": "grid", "num_samples": 1, "space": {"lr": {"grid": lrs}}},
+        metric="learners/default_policy/default_optimizer_learning_rate",
+        scheduler={"type": "hyperband", "grace_period": 1},
+        stop={"training_iteration": 3},
+        max_concurrent_trials=1,
+    )
+    brackets = scheduler_in_force(spec, resolve_space(spec))["brackets"]
+    assert brackets == [{"rungs": [1, 3], "trials": 4}, {"rungs": [3], "trials": 2}]
+    summary = run(spec, tmp_path)
+    iterations = {t.config["lr"]: t.iterations for t in summary.trials}
+    assert [iterations[lr] for lr in lrs] == [3, 3, 1, 3, 1, 1]
+
+
 @pytest.mark.parametrize("env", ["tests.envs:LineEnv", "tests.envs:make_line_env"])
 def test_custom_env_by_import_path_receives_env_config(ray_local, tmp_path, env):
     spec = tiny_spec(

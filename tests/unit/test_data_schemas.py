@@ -136,8 +136,10 @@ def test_scheduler_defaults_yaml(tmp_path):
     data = shipped("spec/scheduler_defaults.yaml")
     rules = _schedule._rules(PACKAGE / "spec/scheduler_defaults.yaml")
     assert rules.asha.fallback.model_dump() == data["asha"]["fallback"]
-    top = with_key(data, (), "hyperband", {"reduction_factor": 3})
-    refused(tmp_path, top, _schedule._rules, "hyperband: unknown key")
+    top = with_key(data, (), "bohb", {"reduction_factor": 3})
+    refused(tmp_path, top, _schedule._rules, "bohb: unknown key")
+    brackets = with_key(data, ("hyperband",), "max_brackets", 0)
+    refused(tmp_path, brackets, _schedule._rules, "hyperband.max_brackets:")
     nested = with_key(data, ("asha", "fallback"), "grace", 1)
     refused(tmp_path, nested, _schedule._rules, "asha.fallback.grace: unknown key")
     missing = copy.deepcopy(data)

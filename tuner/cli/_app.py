@@ -48,14 +48,19 @@ def _allowed(settings: Settings, extra: list[str] | None) -> list[str]:
 
 def scheduler_line(settings: dict[str, Any]) -> str:
     """A scheduler's settings in force (Plan.scheduler, ExperimentView.scheduler) on one
-    line: its type, the unit it counts, its settings and ASHA's rungs."""
+    line: its type, the unit it counts, its settings and ASHA's rungs (hyperband: each
+    bracket's trials and rungs)."""
     unit = settings.get("time_attr", "")
-    shown = {
-        k: v for k, v in settings.items() if k not in ("type", "time_attr", "rungs", "derived")
-    }
-    parts = [f"{k} {_number(v)}" for k, v in shown.items()]
+    skip = ("type", "time_attr", "rungs", "derived", "brackets")
+    parts = [f"{k} {_number(v)}" for k, v in settings.items() if k not in skip]
     line = f"{settings.get('type')} counting {unit}: " + ", ".join(parts)
-    if settings.get("rungs"):
+    if settings.get("brackets"):
+        line += "".join(
+            f"; bracket {i}: {b['trials']} trials, rungs at "
+            + ", ".join(_number(r) for r in b["rungs"])
+            for i, b in enumerate(settings["brackets"], 1)
+        )
+    elif settings.get("rungs"):
         line += "; rungs at " + ", ".join(_number(r) for r in settings["rungs"])
     if settings.get("derived"):
         line += f" (from the budget: {', '.join(settings['derived'])})"

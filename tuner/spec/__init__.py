@@ -22,8 +22,10 @@ from tuner.spec._models import ExperimentSpec
 from tuner.spec._multi_agent import MultiAgentSpec
 from tuner.spec._safe_input import NestingTooDeep, check_data, load_json_strict, load_yaml_strict
 from tuner.spec._schedule import (
+    bracket_shares,
     budget_in,
     budget_unit,
+    next_bracket,
     resolved_sampler,
     resolved_scheduler,
     sampler_in_force,
@@ -78,6 +80,7 @@ __all__ = [
     "SpecError",
     "SpecIssue",
     "StopSpec",
+    "bracket_shares",
     "budget_in",
     "budget_unit",
     "check_code_refs",
@@ -93,6 +96,7 @@ __all__ = [
     "load_spec",
     "load_yaml_strict",
     "module_allowed",
+    "next_bracket",
     "number_default",
     "number_setting_issues",
     "parse_spec",

@@ -355,7 +355,7 @@ class ExperimentSpec(_Model):
             raise ValueError(
                 f"search.race: scheduler.type {self.scheduler.type!r} changes a trial's "
                 "values while it runs, so its seeds would not share one config; use fifo, "
-                "asha or median"
+                "asha, hyperband or median"
             )
 
     def _take_first_objective(self) -> None:

@@ -45,6 +45,14 @@ class AshaRules(BaseModel):
     fallback: AshaFallback
 
 
+class HyperbandRules(BaseModel):
+    """hyperband: asha's rules, over as many brackets as rungs (at most max_brackets)."""
+
+    model_config = _STRICT
+
+    max_brackets: int = Field(ge=1)
+
+
 class MedianFallback(BaseModel):
     """The median stopping rule's settings without a budget in its time_attr."""
 
@@ -81,6 +89,7 @@ class SchedulerDefaults(BaseModel):
     model_config = _STRICT
 
     asha: AshaRules
+    hyperband: HyperbandRules
     median: MedianRules
     optuna: OptunaRules
 
@@ -147,7 +156,7 @@ def budget_unit(spec: ExperimentSpec) -> str:
     sched = spec.scheduler
     if sched.time_attr is not None:
         return sched.time_attr
-    if sched.type in ("asha", "median"):
+    if sched.halving or sched.type == "median":
         for key in _BUDGET_UNITS:
             if budget_in(spec, key):
                 return key
@@ -169,13 +178,13 @@ def resolved_scheduler(spec: ExperimentSpec, space: dict[str, Domain]) -> Schedu
         The scheduler.
     """
     sched = spec.scheduler.model_copy(update={"time_attr": budget_unit(spec)})
-    if sched.type not in ("asha", "median"):
+    if not sched.halving and sched.type != "median":
         return sched
     rules = _rules()
     budget = budget_in(spec, sched.time_attr)
     trials = search_trials(spec, space)
     derived: dict[str, Any]
-    if sched.type == "asha":
+    if sched.halving:
         derived = rules.asha.fallback.model_dump()
         if budget:
             derived = _asha(rules.asha, budget, trials, sched)
@@ -188,7 +197,11 @@ def resolved_scheduler(spec: ExperimentSpec, space: dict[str, Domain]) -> Schedu
                 "min_samples_required": max(2, min(median.min_samples_required, trials // 2)),
             }
     own = {k: v for k, v in sched.model_dump().items() if v is not None}
-    return SchedulerSpec.model_validate({**derived, **own})
+    out = SchedulerSpec.model_validate({**derived, **own})
+    if out.type == "hyperband" and out.brackets is None:
+        brackets = max(1, min(rules.hyperband.max_brackets, out.asha_rungs()))
+        out = out.model_copy(update={"brackets": brackets})
+    return out
 
 
 def scheduler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any]:
@@ -208,6 +221,7 @@ def scheduler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[s
     own = spec.scheduler.model_dump(exclude_none=True)
     keys = {
         "asha": ("grace_period", "max_t", "reduction_factor"),
+        "hyperband": ("grace_period", "max_t", "reduction_factor"),
         "median": ("grace_period", "min_samples_required"),
         "pbt": ("perturbation_interval",),
         "pb2": ("perturbation_interval",),
@@ -216,10 +230,16 @@ def scheduler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[s
     if sched.type != "fifo":
         out["time_attr"] = sched.time_attr
     out |= {k: getattr(sched, k) for k in keys}
-    if sched.type == "asha":
+    if sched.halving:
         out["rungs"] = sched.asha_milestones()
+    if sched.type == "hyperband":
+        shares = bracket_trials(search_trials(spec, space), len(sched.bracket_graces()), sched)
+        out["brackets"] = [
+            {"rungs": sched.asha_milestones(b), "trials": n} for b, n in enumerate(shares)
+        ]
+        keys = (*keys, "brackets")
     # pbt's and pb2's unit and interval are fixed defaults, not taken from the budget
-    from_budget = ("time_attr", *keys) if sched.type in ("asha", "median") else ()
+    from_budget = ("time_attr", *keys) if sched.halving or sched.type == "median" else ()
     out["derived"] = [k for k in from_budget if k in out and k not in own]
     return out
 
@@ -276,3 +296,56 @@ def _asha(rules: AshaRules, budget: float, trials: int, sched: SchedulerSpec) ->
         rungs += 1
     grace = max(1, math.floor(max_t / factor ** (rungs - 1)))
     return {"max_t": max_t, "reduction_factor": factor, "grace_period": min(grace, max_t)}
+
+
+def bracket_shares(brackets: int, factor: float) -> list[float]:
+    """hyperband: each bracket's share of the trials, Hyperband's n_b in proportion.
+
+    n_b = ceil(R / (R - b) x factor^(R - 1 - b)) for bracket b of R (Li et al. 2018).
+
+    Args:
+        brackets: R, the number of brackets.
+        factor: The reduction factor.
+
+    Returns:
+        The shares, summing to 1, bracket 0 (the one that judges earliest) first.
+    """
+    weights = [
+        math.ceil(brackets / (brackets - b) * factor ** (brackets - 1 - b)) for b in range(brackets)
+    ]
+    return [w / sum(weights) for w in weights]
+
+
+def next_bracket(counts: list[int], shares: list[float]) -> int:
+    """The bracket the next trial joins: the one furthest below its share.
+
+    Its share of the trials so far and this one; the first of those tied.
+
+    Args:
+        counts: How many trials each bracket has.
+        shares: Each bracket's share (bracket_shares).
+
+    Returns:
+        The bracket's index.
+    """
+    total = sum(counts) + 1
+    behind = [share * total - count for share, count in zip(shares, counts, strict=True)]
+    return behind.index(max(behind))
+
+
+def bracket_trials(trials: int, brackets: int, sched: SchedulerSpec) -> list[int]:
+    """hyperband: how many of `trials` each bracket gets, as the scheduler deals them.
+
+    Args:
+        trials: The sweep's search trials.
+        brackets: The number of brackets.
+        sched: The resolved scheduler (its reduction_factor).
+
+    Returns:
+        The trials per bracket, bracket 0 first.
+    """
+    shares = bracket_shares(brackets, sched.reduction_factor or 3)
+    counts = [0] * brackets
+    for _ in range(trials):
+        counts[next_bracket(counts, shares)] += 1
+    return counts

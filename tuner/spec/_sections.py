@@ -197,10 +197,13 @@ class SearchSpec(_Model):
 class SchedulerSpec(_Model):
     """Trial scheduler (early stopping / population based training)."""
 
-    type: Literal["fifo", "asha", "median", "pbt", "pb2"] = Field(
+    type: Literal["fifo", "asha", "hyperband", "median", "pbt", "pb2"] = Field(
         "fifo",
         description="fifo runs every trial to its stop criteria; asha and median "
-        "stop poor trials early; pbt perturbs hyperparameters from the search space; pb2 "
+        "stop poor trials early; hyperband is asynchronous Hyperband: ASHA's rungs over "
+        "brackets that judge their trials first at later rungs, the last never (with "
+        "search.method optuna: TPE over Hyperband's budgets, BOHB's pairing); pbt "
+        "perturbs hyperparameters from the search space; pb2 "
         "(Population Based Bandits) picks the new values with a Gaussian-process bandit "
         "within the [low, high] bounds of the space's uniform, loguniform, randint and "
         "quniform domains (a choice or grid key is an error). Neither combines with "
@@ -229,7 +232,16 @@ class SchedulerSpec(_Model):
         ge=1,
         description="asha: the most progress any trial gets. Default: the budget, else 100.",
     )
-    reduction_factor: float | None = Field(None, gt=1, description="asha: halving rate. Default 3.")
+    reduction_factor: float | None = Field(
+        None, gt=1, description="asha, hyperband: halving rate. Default 3."
+    )
+    brackets: int | None = Field(
+        None,
+        ge=1,
+        description="hyperband: how many brackets: bracket b judges its trials first at "
+        "grace_period x reduction_factor^b, so the last of as many brackets as rungs runs "
+        "every trial to max_t. Default: as many as the rungs (at most 3).",
+    )
     min_samples_required: int | None = Field(
         None,
         ge=1,
@@ -240,9 +252,23 @@ class SchedulerSpec(_Model):
         2, ge=1, description="pbt/pb2: progress (time_attr) between perturbations."
     )
 
+    @property
+    def halving(self) -> bool:
+        """asha or hyperband: successive halving at rungs.
+
+        Returns:
+            Whether grace_period, max_t and reduction_factor place rungs.
+        """
+        return self.type in ("asha", "hyperband")
+
     @model_validator(mode="after")
     def _grace_below_max(self) -> SchedulerSpec:
-        if self.type != "asha" or self.grace_period is None or self.max_t is None:
+        if self.brackets is not None and self.type != "hyperband":
+            raise ValueError(
+                f"brackets ({self.brackets}) is a hyperband setting; scheduler.type is "
+                f"{self.type!r}"
+            )
+        if not self.halving or self.grace_period is None or self.max_t is None:
             return self
         if self.grace_period > self.max_t:
             raise ValueError(f"grace_period ({self.grace_period}) must be <= max_t ({self.max_t})")
@@ -251,29 +277,45 @@ class SchedulerSpec(_Model):
     def asha_rungs(self) -> int:
         """How many rungs ASHA makes of max_t, grace_period and reduction_factor.
 
-        As Tune counts them. A service limits it (TUNER_MAX_ASHA_RUNGS).
+        As Tune counts them (hyperband: its first bracket's). A service limits it
+        (TUNER_MAX_ASHA_RUNGS).
 
         Returns:
             The number of rungs; 0 for another scheduler.
         """
-        if self.type != "asha":
-            return 0
         return len(self.asha_milestones())
 
-    def asha_milestones(self) -> list[float]:
+    def asha_milestones(self, bracket: int = 0) -> list[float]:
         """Where ASHA judges trials, in time_attr, as Tune's ASHA places its rungs.
 
-        grace_period x reduction_factor^k below max_t, then max_t's own.
+        grace_period x reduction_factor^(bracket + k) below max_t, then max_t's own;
+        bracket 0 is plain ASHA's.
+
+        Args:
+            bracket: hyperband's bracket.
 
         Returns:
             The milestones; [] for another scheduler.
         """
-        if self.type != "asha":
+        if not self.halving:
             return []
-        max_t, grace = self.max_t or 100, self.grace_period or 1
-        factor = self.reduction_factor or 3
+        max_t, factor = self.max_t or 100, self.reduction_factor or 3
+        grace = (self.grace_period or 1) * factor**bracket
+        if grace > max_t:
+            return []
         count = 1 + math.floor(math.log(max_t / grace) / math.log(factor))
         return [grace * factor**k for k in range(count)]
+
+    def bracket_graces(self) -> list[float]:
+        """hyperband: each bracket's grace period, the first rung it judges trials at.
+
+        Returns:
+            One per bracket ([grace_period] for asha); [] for another scheduler.
+        """
+        if not self.halving:
+            return []
+        factor = self.reduction_factor or 3
+        return [(self.grace_period or 1) * factor**b for b in range(self.brackets or 1)]
 
 
 class StopSpec(_Model):

@@ -15,7 +15,7 @@ from ray.tune.schedulers import (
 from tuner.mlflow_names import ITERATION_KEY
 from tuner.rllib import config_path
 from tuner.search_spaces import PB2_KINDS, Domain
-from tuner.spec import SchedulerSpec
+from tuner.spec import SchedulerSpec, bracket_shares, next_bracket
 
 
 def perturbed_keys(space: dict[str, Domain]) -> list[str]:
@@ -48,6 +48,60 @@ def pb2_bounds(space: dict[str, Domain]) -> dict[str, list[float]]:
     return out
 
 
+class HyperbandBrackets(FIFOScheduler):
+    """Asynchronous Hyperband: one ASHA per bracket, each trial dealt to the bracket
+    furthest below its share (tuner.spec.next_bracket), in the order trials are added,
+    so the same sweep puts the same trials in the same brackets (Tune's own brackets
+    draw each trial's at random)."""
+
+    def __init__(self, spec: SchedulerSpec, time_attr: str) -> None:
+        super().__init__()
+        factor = spec.reduction_factor or 3
+        self.brackets = [
+            ASHAScheduler(
+                time_attr=time_attr,
+                grace_period=grace,
+                max_t=spec.max_t or 100,
+                reduction_factor=factor,
+            )
+            for grace in spec.bracket_graces()
+        ]
+        self.shares = bracket_shares(len(self.brackets), factor)
+        self.counts = [0] * len(self.brackets)
+        self.bracket_of: dict[str, int] = {}
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        """Sets the metric and mode on every bracket."""
+        return all(b.set_search_properties(metric, mode, **spec) for b in self.brackets)
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        """Deals the trial to its bracket."""
+        index = next_bracket(self.counts, self.shares)
+        self.counts[index] += 1
+        self.bracket_of[trial.trial_id] = index
+        self.brackets[index].on_trial_add(tune_controller, trial)
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        """The trial's bracket decides."""
+        return self._bracket(trial).on_trial_result(tune_controller, trial, result)
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        """The trial's bracket records its last result."""
+        self._bracket(trial).on_trial_complete(tune_controller, trial, result)
+
+    def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
+        """The trial leaves its bracket."""
+        self._bracket(trial).on_trial_remove(tune_controller, trial)
+
+    def debug_string(self) -> str:
+        """Each bracket's ASHA."""
+        lines = (f"bracket {i + 1}: {b.debug_string()}" for i, b in enumerate(self.brackets))
+        return "\n".join(lines)
+
+    def _bracket(self, trial: Any) -> ASHAScheduler:
+        return self.brackets[self.bracket_of[trial.trial_id]]
+
+
 def build_scheduler(
     spec: SchedulerSpec, space: dict[str, Domain], config: dict[str, Any] | None = None
 ) -> TrialScheduler:
@@ -58,6 +112,8 @@ def build_scheduler(
     (tuner.spec.resolved_scheduler): a time_attr left out counts iterations here."""
     config = config or {}
     time_attr = spec.time_attr or ITERATION_KEY  # resolved_scheduler sets the budget's unit
+    if spec.type == "hyperband":
+        return HyperbandBrackets(spec, time_attr)
     if spec.type == "asha":
         return ASHAScheduler(
             time_attr=time_attr,

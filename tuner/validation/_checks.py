@@ -42,6 +42,7 @@ from tuner.spec import (
 )
 from tuner.validation._issues import (
     OWNED_BY_SPEC,
+    bracket_issues,
     code_ref_issues,
     env_id_issues,
     fixed_and_searched,
@@ -106,8 +107,10 @@ def check_code_refs(ctx: Context) -> None:
 
 
 def check_limits(ctx: Context) -> None:
-    """The service's limits: trials per sweep, ASHA rungs."""
+    """The service's limits: trials per sweep, ASHA rungs; hyperband's brackets within
+    its rungs."""
     ctx.issues += limit_issues(ctx.spec, ctx.space, ctx.max_trials, ctx.max_asha_rungs)
+    ctx.issues += bracket_issues(ctx.spec, ctx.space)
 
 
 def check_fixed_and_searched(ctx: Context) -> None:

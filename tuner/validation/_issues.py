@@ -121,6 +121,22 @@ def limit_issues(
     return issues
 
 
+def bracket_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
+    """hyperband: more brackets than rungs (a bracket would start past max_t)."""
+    sched = resolved_scheduler(spec, space)
+    rungs = sched.asha_rungs()
+    if sched.type != "hyperband" or len(sched.bracket_graces()) <= rungs:
+        return []
+    return [
+        SpecIssue(
+            loc="scheduler.brackets",
+            value=sched.brackets,
+            msg=f"max_t / grace_period / reduction_factor make {rungs} rungs and bracket b "
+            f"judges first at rung b + 1: at most {rungs} brackets",
+        )
+    ]
+
+
 def code_ref_issues(
     spec: ExperimentSpec, allowed_modules: Sequence[str] | None, space: dict[str, Domain]
 ) -> list[SpecIssue]:
@@ -378,7 +394,7 @@ def scheduler_warnings(spec: ExperimentSpec, space: dict[str, Domain]) -> list[s
     stop.timesteps_total (whatever the scheduler, fifo too)."""
     sched = resolved_scheduler(spec, space)
     out = []
-    if sched.type in ("asha", "median"):
+    if sched.halving or sched.type == "median":
         out += _fallback_warnings(spec, sched)
     short = _iterations_cut_steps(spec, space)
     if short:
@@ -394,7 +410,7 @@ def _fallback_warnings(spec: ExperimentSpec, sched: SchedulerSpec) -> list[str]:
         field, words = _BUDGETS[given[0]]
         settings = (
             f"grace_period {sched.grace_period}, max_t {sched.max_t}"
-            if sched.type == "asha"
+            if sched.halving
             else f"grace_period {sched.grace_period}"
         )
         out.append(
@@ -403,7 +419,7 @@ def _fallback_warnings(spec: ExperimentSpec, sched: SchedulerSpec) -> list[str]:
             "leave time_attr out to count progress in the budget's unit"
         )
     budget = budget_in(spec, unit)
-    if sched.type == "asha" and budget and sched.max_t and sched.max_t < budget:
+    if sched.halving and budget and sched.max_t and sched.max_t < budget:
         field, words = _BUDGETS[unit]
         out.append(
             f"scheduler.max_t ({sched.max_t:g}) ends every trial short of its budget, "
@@ -490,7 +506,7 @@ def objective_warnings(spec: ExperimentSpec) -> list[str]:
                 f"objectives {', '.join(totals)} only grow: under scope {spec.scope!r} a "
                 "trial's value is not its total (use scope: last)"
             )
-    if spec.scheduler.type in ("asha", "median"):
+    if spec.scheduler.halving or spec.scheduler.type == "median":
         out.append(
             f"scheduler {spec.scheduler.type} stops trials early by the first objective: a "
             "trial stopped early looks cheap on the others and can join the Pareto front "

@@ -64,7 +64,8 @@ class Plan(_View):
         default_factory=dict,
         description="The scheduler's settings in force (tuner.spec.scheduler_in_force): "
         "type, time_attr (the unit it counts progress in), grace_period, max_t, "
-        "reduction_factor and `rungs` (ASHA's milestones in time_attr), "
+        "reduction_factor and `rungs` (ASHA's milestones in time_attr; hyperband: "
+        "`brackets`, each bracket's `rungs` and how many `trials` it gets), "
         "min_samples_required or perturbation_interval; `derived` lists those the spec "
         "left out.",
     )

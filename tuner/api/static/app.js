@@ -551,13 +551,16 @@ function renderHeader(exp) {
 }
 
 /** A scheduler's settings in force (ExperimentView.scheduler, Plan.scheduler) on one
- * line: the unit it counts, its settings and ASHA's rungs, as the CLI prints them. */
+ * line: the unit it counts, its settings and ASHA's rungs (hyperband: each bracket's
+ * trials and rungs), as the CLI prints them. */
 function schedulerLine(sched) {
   const num = (v) => (typeof v === 'number' && Number.isInteger(v) ? v.toLocaleString('en-US') : String(v));
-  const skip = new Set(['type', 'time_attr', 'rungs', 'derived']);
+  const skip = new Set(['type', 'time_attr', 'rungs', 'derived', 'brackets']);
   const parts = Object.entries(sched).filter(([k]) => !skip.has(k)).map(([k, v]) => `${k} ${num(v)}`);
   let line = `${sched.type} counting ${sched.time_attr || ''}: ${parts.join(', ')}`;
-  if ((sched.rungs || []).length) line += `; rungs at ${sched.rungs.map(num).join(', ')}`;
+  if ((sched.brackets || []).length) {
+    line += sched.brackets.map((b, i) => `; bracket ${i + 1}: ${b.trials} trials, rungs at ${b.rungs.map(num).join(', ')}`).join('');
+  } else if ((sched.rungs || []).length) line += `; rungs at ${sched.rungs.map(num).join(', ')}`;
   if ((sched.derived || []).length) line += ` (from the budget: ${sched.derived.join(', ')})`;
   return line;
 }

@@ -1,0 +1,135 @@
+"""`scheduler: {type: hyperband}`: asynchronous Hyperband, ASHA's rungs over brackets
+derived from the budget and the number of trials (tuner/spec/scheduler_defaults.yaml),
+each trial dealt to its bracket in turn, the same on every run."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from ray.tune.schedulers import TrialScheduler
+
+from tuner.cli._app import scheduler_line
+from tuner.spec import (
+    SpecError,
+    bracket_shares,
+    parse_spec,
+    resolve_space,
+    resolved_scheduler,
+    scheduler_in_force,
+)
+from tuner.sweep._schedulers import HyperbandBrackets, build_scheduler
+from tuner.validation import validate_spec
+from tuner.validation._issues import bracket_issues
+
+STEPS = "num_env_steps_sampled_lifetime"
+
+
+def spec_of(trials: int, scheduler: dict, stop: dict | None = None):
+    return parse_spec(
+        {
+            "name": "s",
+            "algorithm": "PPO",
+            "env": "CartPole-v1",
+            "search": {"num_samples": trials},
+            "scheduler": scheduler,
+            "stop": stop or {"timesteps_total": 100_000},
+        }
+    )
+
+
+def in_force(trials: int, scheduler: dict, stop: dict | None = None) -> dict:
+    spec = spec_of(trials, scheduler, stop)
+    return scheduler_in_force(spec, resolve_space(spec))
+
+
+def test_bracket_shares_are_hyperbands_n_per_bracket():
+    assert bracket_shares(1, 3) == [1.0]
+    assert bracket_shares(2, 3) == pytest.approx([3 / 5, 2 / 5])
+    assert bracket_shares(3, 3) == pytest.approx([9 / 17, 5 / 17, 3 / 17])
+
+
+def test_sixteen_trials_get_two_brackets_one_judged_at_a_third_one_never():
+    shown = in_force(16, {"type": "hyperband"})
+    assert shown["time_attr"] == STEPS
+    assert shown["brackets"] == [
+        {"rungs": [33_333, 99_999], "trials": 10},
+        {"rungs": [99_999], "trials": 6},
+    ]
+    assert "brackets" in shown["derived"]
+
+
+def test_the_brackets_follow_the_trials_as_asha_s_rungs_do():
+    assert [b["trials"] for b in in_force(8, {"type": "hyperband"})["brackets"]] == [8]
+    many = in_force(81, {"type": "hyperband"})["brackets"]
+    assert [b["rungs"][0] for b in many] == [11_111, 33_333, 99_999]
+    assert [b["trials"] for b in many] == [43, 24, 14]
+
+
+def test_a_spec_s_own_brackets_are_kept_and_more_than_its_rungs_are_refused():
+    own = in_force(16, {"type": "hyperband", "brackets": 1})
+    assert own["brackets"] == [{"rungs": [33_333, 99_999], "trials": 16}]
+    assert "brackets" not in own["derived"]
+    spec = spec_of(16, {"type": "hyperband", "brackets": 3})
+    (issue,) = bracket_issues(spec, resolve_space(spec))
+    assert issue.loc == "scheduler.brackets"
+    assert issue.value == 3
+    assert "2 rungs" in issue.msg
+    with pytest.raises(SpecError) as err:  # the validation every surface runs
+        validate_spec(spec, build_env=False)
+    assert [i.loc for i in err.value.issues] == ["scheduler.brackets"]
+
+
+def test_brackets_on_another_scheduler_is_an_error_naming_it():
+    with pytest.raises(SpecError) as err:
+        spec_of(16, {"type": "asha", "brackets": 2})
+    assert "brackets (2) is a hyperband setting" in str(err.value)
+
+
+def test_the_plan_line_shows_each_bracket_s_trials_and_rungs():
+    line = scheduler_line(in_force(16, {"type": "hyperband"}))
+    assert line.startswith(f"hyperband counting {STEPS}: grace_period 33,333")
+    assert "; bracket 1: 10 trials, rungs at 33,333, 99,999" in line
+    assert "; bracket 2: 6 trials, rungs at 99,999" in line
+
+
+def _fed(scheduler: TrialScheduler, trials: int, reward_of) -> dict[str, str]:
+    """Adds `trials` trials, then feeds each a result at the first rung (33,333 env
+    steps) in turn; the decision Tune gets for each."""
+    scheduler.set_search_properties("score", "max")
+    added = [SimpleNamespace(trial_id=f"t{i}") for i in range(trials)]
+    for trial in added:
+        scheduler.on_trial_add(None, trial)
+    return {
+        t.trial_id: scheduler.on_trial_result(None, t, {STEPS: 40_000, "score": reward_of(i)})
+        for i, t in enumerate(added)
+    }
+
+
+def test_the_last_bracket_lets_a_slow_starter_run_on_where_asha_stops_it():
+    spec = spec_of(16, {"type": "hyperband"})
+    resolved = resolved_scheduler(spec, resolve_space(spec))
+    hyperband = build_scheduler(resolved, {})
+    assert isinstance(hyperband, HyperbandBrackets)
+    # each later trial worse than all before it: at the first rung ASHA stops it
+    decisions = _fed(hyperband, 16, lambda i: -i)
+    stopped = [t for t, d in decisions.items() if d == TrialScheduler.STOP]
+    # bracket 2 (every second trial of the first four, then fewer) never judges at 33,333
+    in_last = [t for t, i in hyperband.bracket_of.items() if i == 1]
+    assert len(in_last) == 6
+    assert not set(stopped) & set(in_last)
+    assert stopped, decisions
+    asha = build_scheduler(resolved_scheduler(spec_of(16, {"type": "asha"}), {}), {})
+    asha_stopped = [t for t, d in _fed(asha, 16, lambda i: -i).items() if d == "STOP"]
+    assert set(in_last) & set(asha_stopped)
+
+
+def test_the_same_sweep_deals_the_same_trials_to_the_same_brackets():
+    spec = spec_of(16, {"type": "hyperband"})
+    dealt = []
+    for _ in range(2):
+        hyperband = build_scheduler(resolved_scheduler(spec, resolve_space(spec)), {})
+        _fed(hyperband, 16, lambda i: i)
+        dealt.append(dict(hyperband.bracket_of))
+    assert dealt[0] == dealt[1]
+    assert [dealt[0][f"t{i}"] for i in range(5)] == [0, 1, 0, 1, 0]
