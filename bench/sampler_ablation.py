@@ -1,4 +1,4 @@
-"""Sampler ablation: which Optuna sampler, random start and race a 16-trial sweep should default to.
+"""Sampler ablation: the Optuna sampler, start, race and scheduler a 16-trial sweep defaults to.
 
 Each arm is the spec a user writes for a task of `quality.py` (the default space,
 optuna, fifo, every trial ranked by its final deterministic evaluation), differing only
@@ -14,6 +14,10 @@ in `search.sampler`:
     race2       optuna-own, each config raced over up to 2 seeds (search.race)
     race3       optuna-own, each config raced over up to 3 seeds
     random-race2  random, each config raced over up to 2 seeds
+    asha        optuna-own under `scheduler: {type: asha}` (the README's form)
+    hyperband   optuna-own under `scheduler: {type: hyperband}` (TPE over Hyperband's
+                brackets, BOHB's pairing; 16 trials: 10 judged at a third of the
+                budget, 6 never)
 
 Every arm runs the same search seeds (0, 1, ..); each search's best config is then run
 on `--seeds` fresh seeds (the spec's confirmation, disjoint from the search's), each
@@ -26,7 +30,7 @@ the confirmed means over the search seeds, their spread, and the ratio to optuna
 
     .venv/bin/python bench/sampler_ablation.py [--task cartpole-ppo] [--trials 16]
         [--steps 20000] [--searches 3] [--seeds 3] [--arms tpe,optuna-own,race2]
-        [--scheduler fifo|asha|median]
+        [--scheduler fifo|asha|hyperband|median]
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ ARMS: dict[str, dict[str, Any] | None] = {
     "race2": {"type": "tpe", "n_startup_trials": 10},
     "race3": {"type": "tpe", "n_startup_trials": 10},
     "random-race2": None,
+    "asha": {"type": "tpe", "n_startup_trials": 10},
+    "hyperband": {"type": "tpe", "n_startup_trials": 10},
 }
 # arms that differ from their sampler's arm in the spec's `search` besides the sampler
 ARM_SEARCH: dict[str, dict[str, Any]] = {
@@ -59,6 +65,8 @@ ARM_SEARCH: dict[str, dict[str, Any]] = {
     "race3": {"race": {"seeds": 3}},
     "random-race2": {"race": {"seeds": 2}},
 }
+# arms that differ from their sampler's arm in the scheduler only (over --scheduler)
+ARM_SCHEDULER: dict[str, str] = {"asha": "asha", "hyperband": "hyperband"}
 # arms that differ from their sampler's arm in the environment of `tuner run` only
 ARM_ENV: dict[str, dict[str, str]] = {"told-train": {"TUNER_OPTUNA_TOLD": "train"}}
 
@@ -74,6 +82,7 @@ def arm_spec(
 ) -> dict[str, Any]:
     """The task's search spec with the arm's sampler and a confirmation of its best."""
     spec = search_spec(TASKS[task_name], trials, steps, seed)
+    scheduler = ARM_SCHEDULER.get(arm, scheduler)
     if scheduler != "fifo":  # as the README writes it: the budget-aware defaults apply
         spec["scheduler"] = {"type": scheduler}
     spec["name"] = f"sampler-{arm}"
@@ -104,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--searches", type=int, default=3, help="search seeds per arm")
     parser.add_argument("--seeds", type=int, default=3, help="fresh seeds per best config")
     parser.add_argument("--arms", default="optuna-own,tpe,gp,random")
-    parser.add_argument("--scheduler", choices=["fifo", "asha", "median"], default="fifo")
+    parser.add_argument(
+        "--scheduler", choices=["fifo", "asha", "hyperband", "median"], default="fifo"
+    )
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
