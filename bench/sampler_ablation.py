@@ -16,8 +16,7 @@ in `search.sampler`:
     random-race2  random, each config raced over up to 2 seeds
     asha        optuna-own under `scheduler: {type: asha}` (the README's form)
     hyperband   optuna-own under `scheduler: {type: hyperband}` (TPE over Hyperband's
-                brackets, BOHB's pairing; 16 trials: 10 judged at a third of the
-                budget, 6 never)
+                brackets; 16 trials: 10 judged at a third of the budget, 6 never)
 
 Every arm runs the same search seeds (0, 1, ..); each search's best config is then run
 on `--seeds` fresh seeds (the spec's confirmation, disjoint from the search's), each

@@ -18,7 +18,7 @@ from tuner.spec import (
     resolved_scheduler,
     scheduler_in_force,
 )
-from tuner.sweep._schedulers import HyperbandBrackets, build_scheduler
+from tuner.sweep._schedulers import HyperbandBrackets, build_scheduler, trial_count
 from tuner.validation import validate_spec
 from tuner.validation._issues import bracket_issues
 
@@ -53,8 +53,8 @@ def test_sixteen_trials_get_two_brackets_one_judged_at_a_third_one_never():
     shown = in_force(16, {"type": "hyperband"})
     assert shown["time_attr"] == STEPS
     assert shown["brackets"] == [
-        {"rungs": [33_333, 99_999], "trials": 10},
-        {"rungs": [99_999], "trials": 6},
+        {"rungs": [33_334], "trials": 10},
+        {"rungs": [100_000], "trials": 6},
     ]
     assert "brackets" in shown["derived"]
 
@@ -62,19 +62,19 @@ def test_sixteen_trials_get_two_brackets_one_judged_at_a_third_one_never():
 def test_the_brackets_follow_the_trials_as_asha_s_rungs_do():
     assert [b["trials"] for b in in_force(8, {"type": "hyperband"})["brackets"]] == [8]
     many = in_force(81, {"type": "hyperband"})["brackets"]
-    assert [b["rungs"][0] for b in many] == [11_111, 33_333, 99_999]
+    assert [b["rungs"][0] for b in many] == [11_112, 33_336, 100_000]
     assert [b["trials"] for b in many] == [43, 24, 14]
 
 
 def test_a_spec_s_own_brackets_are_kept_and_more_than_its_rungs_are_refused():
     own = in_force(16, {"type": "hyperband", "brackets": 1})
-    assert own["brackets"] == [{"rungs": [33_333, 99_999], "trials": 16}]
+    assert own["brackets"] == [{"rungs": [33_334], "trials": 16}]
     assert "brackets" not in own["derived"]
     spec = spec_of(16, {"type": "hyperband", "brackets": 3})
     (issue,) = bracket_issues(spec, resolve_space(spec))
     assert issue.loc == "scheduler.brackets"
     assert issue.value == 3
-    assert "2 rungs" in issue.msg
+    assert "spans 2 halving levels" in issue.msg
     with pytest.raises(SpecError) as err:  # the validation every surface runs
         validate_spec(spec, build_env=False)
     assert [i.loc for i in err.value.issues] == ["scheduler.brackets"]
@@ -88,13 +88,13 @@ def test_brackets_on_another_scheduler_is_an_error_naming_it():
 
 def test_the_plan_line_shows_each_bracket_s_trials_and_rungs():
     line = scheduler_line(in_force(16, {"type": "hyperband"}))
-    assert line.startswith(f"hyperband counting {STEPS}: grace_period 33,333")
-    assert "; bracket 1: 10 trials, rungs at 33,333, 99,999" in line
-    assert "; bracket 2: 6 trials, rungs at 99,999" in line
+    assert line.startswith(f"hyperband counting {STEPS}: grace_period 33,334")
+    assert "; bracket 1: 10 trials, rungs at 33,334;" in line
+    assert "; bracket 2: 6 trials, rungs at 100,000 (" in line
 
 
 def _fed(scheduler: TrialScheduler, trials: int, reward_of) -> dict[str, str]:
-    """Adds `trials` trials, then feeds each a result at the first rung (33,333 env
+    """Adds `trials` trials, then feeds each a result at the first rung (33,334 env
     steps) in turn; the decision Tune gets for each."""
     scheduler.set_search_properties("score", "max")
     added = [SimpleNamespace(trial_id=f"t{i}") for i in range(trials)]
@@ -114,7 +114,7 @@ def test_the_last_bracket_lets_a_slow_starter_run_on_where_asha_stops_it():
     # each later trial worse than all before it: at the first rung ASHA stops it
     decisions = _fed(hyperband, 16, lambda i: -i)
     stopped = [t for t, d in decisions.items() if d == TrialScheduler.STOP]
-    # bracket 2 (every second trial of the first four, then fewer) never judges at 33,333
+    # bracket 2 (every second trial of the first four, then fewer) never judges at 33,334
     in_last = [t for t, i in hyperband.bracket_of.items() if i == 1]
     assert len(in_last) == 6
     assert not set(stopped) & set(in_last)
@@ -133,3 +133,82 @@ def test_the_same_sweep_deals_the_same_trials_to_the_same_brackets():
         dealt.append(dict(hyperband.bracket_of))
     assert dealt[0] == dealt[1]
     assert [dealt[0][f"t{i}"] for i in range(5)] == [0, 1, 0, 1, 0]
+
+
+def test_a_retried_or_resumed_trial_keeps_its_bracket():
+    spec = spec_of(16, {"type": "hyperband"})
+    hyperband = build_scheduler(resolved_scheduler(spec, resolve_space(spec)), {})
+    hyperband.set_search_properties("score", "max")
+    trials = [SimpleNamespace(trial_id=f"t{i}", experiment_tag=f"{i + 1}_lr=0.1") for i in range(6)]
+    for trial in trials:
+        hyperband.on_trial_add(None, trial)
+    first = dict(hyperband.bracket_of)
+    assert [first[t.trial_id] for t in trials] == [0, 1, 0, 1, 0, 0]
+    hyperband.on_trial_add(None, trials[1])  # Tune re-adds a trial it retries
+    assert hyperband.bracket_of == first
+    assert hyperband.counts == [4, 2]
+    # a resume builds the scheduler anew and re-adds the trials, newest result first
+    resumed = build_scheduler(resolved_scheduler(spec, resolve_space(spec)), {})
+    resumed.set_search_properties("score", "max")
+    for trial in reversed(trials):
+        resumed.on_trial_add(None, trial)
+    assert resumed.bracket_of == first
+
+
+def test_the_trial_count_is_read_from_tunes_own_tags():
+    # a grid or random search's BasicVariantGenerator counts from 0, an Optuna search's
+    # SearchGenerator from 1 (the sweep tells the scheduler which: tuner/sweep/_tuner.py)
+    from ray import tune
+    from ray.tune.experiment import Experiment
+    from ray.tune.search import BasicVariantGenerator
+    from ray.tune.search.search_generator import SearchGenerator
+
+    from tuner.sweep._searchers import TunerOptunaSearch
+
+    def trainable(config):
+        return None
+
+    grid = Experiment("x", run=trainable, config={"a": tune.grid_search([1, 2, 3])})
+    generator = BasicVariantGenerator()
+    generator.add_configurations([grid])
+    assert [trial_count(generator.next_trial()) for _ in range(3)] == [0, 1, 2]
+    searcher = TunerOptunaSearch(space={"a": tune.choice([1, 2])}, metric="m", mode="max")
+    optuna = SearchGenerator(searcher)
+    optuna.add_configurations([Experiment("y", run=trainable, config={}, num_samples=3)])
+    assert [trial_count(optuna.next_trial()) for _ in range(3)] == [1, 2, 3]
+    assert trial_count(SimpleNamespace(experiment_tag="")) is None
+
+
+def test_a_float_reduction_factor_builds_every_bracket_within_max_t():
+    spec = spec_of(
+        16,
+        {"type": "hyperband", "grace_period": 1, "max_t": 100, "reduction_factor": 10**0.5},
+        {"training_iteration": 100},
+    )
+    resolved = resolved_scheduler(spec, resolve_space(spec))
+    assert resolved.brackets == 3
+    assert max(resolved.bracket_graces()) <= 100
+    assert len(build_scheduler(resolved, {}).brackets) == 3
+
+
+def test_an_iteration_budget_gets_no_rung_a_step_short_of_it():
+    # rounded down, 100 iterations made rungs at 33 and 99: a trial stopped at 99 never
+    # ran its budget, so it had no final evaluation
+    for kind in ("asha", "hyperband"):
+        shown = in_force(16, {"type": kind}, {"training_iteration": 100})
+        assert shown["rungs"] == [34], kind
+
+
+def test_a_race_is_refused_with_hyperband():
+    with pytest.raises(SpecError) as err:
+        parse_spec(
+            {
+                "name": "s",
+                "algorithm": "PPO",
+                "env": "CartPole-v1",
+                "search": {"method": "optuna", "num_samples": 16, "race": {"seeds": 2}},
+                "scheduler": {"type": "hyperband"},
+                "stop": {"timesteps_total": 100_000},
+            }
+        )
+    assert "search.race: scheduler.type 'hyperband'" in str(err.value)

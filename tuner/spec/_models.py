@@ -355,7 +355,12 @@ class ExperimentSpec(_Model):
             raise ValueError(
                 f"search.race: scheduler.type {self.scheduler.type!r} changes a trial's "
                 "values while it runs, so its seeds would not share one config; use fifo, "
-                "asha, hyperband or median"
+                "asha or median"
+            )
+        if self.scheduler.type == "hyperband":
+            raise ValueError(
+                "search.race: scheduler.type 'hyperband' deals a config's seeds to "
+                "brackets that judge them at different rungs; use fifo, asha or median"
             )
 
     def _take_first_objective(self) -> None:

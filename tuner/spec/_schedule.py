@@ -199,7 +199,7 @@ def resolved_scheduler(spec: ExperimentSpec, space: dict[str, Domain]) -> Schedu
     own = {k: v for k, v in sched.model_dump().items() if v is not None}
     out = SchedulerSpec.model_validate({**derived, **own})
     if out.type == "hyperband" and out.brackets is None:
-        brackets = max(1, min(rules.hyperband.max_brackets, out.asha_rungs()))
+        brackets = max(1, min(rules.hyperband.max_brackets, out.halving_levels()))
         out = out.model_copy(update={"brackets": brackets})
     return out
 
@@ -294,7 +294,10 @@ def _asha(rules: AshaRules, budget: float, trials: int, sched: SchedulerSpec) ->
     rungs = 1
     while rungs < rules.max_rungs and trials >= factor**rungs * rules.trials_per_rung:
         rungs += 1
-    grace = max(1, math.floor(max_t / factor ** (rungs - 1)))
+    # rounded up: the levels above it land on max_t or a step past it, never a step
+    # short (rounded down, 100 iterations made rungs at 33 and 99, and a trial stopped at
+    # 99 missed its final evaluation)
+    grace = max(1, math.ceil(max_t / factor ** (rungs - 1)))
     return {"max_t": max_t, "reduction_factor": factor, "grace_period": min(grace, max_t)}
 
 

@@ -201,8 +201,8 @@ class SchedulerSpec(_Model):
         "fifo",
         description="fifo runs every trial to its stop criteria; asha and median "
         "stop poor trials early; hyperband is asynchronous Hyperband: ASHA's rungs over "
-        "brackets that judge their trials first at later rungs, the last never (with "
-        "search.method optuna: TPE over Hyperband's budgets, BOHB's pairing); pbt "
+        "brackets that judge their trials first at later rungs, by default the last "
+        "never; pbt "
         "perturbs hyperparameters from the search space; pb2 "
         "(Population Based Bandits) picks the new values with a Gaussian-process bandit "
         "within the [low, high] bounds of the space's uniform, loguniform, randint and "
@@ -223,14 +223,15 @@ class SchedulerSpec(_Model):
     grace_period: int | None = Field(
         None,
         ge=1,
-        description="asha/median: progress before a trial may be stopped. Default: from "
-        "the budget (the stop criterion in time_attr) and the number of trials "
+        description="asha, hyperband, median: progress before a trial may be stopped. "
+        "Default: from the budget (the stop criterion in time_attr) and the number of trials "
         "(tuner/spec/scheduler_defaults.yaml), else 1.",
     )
     max_t: int | None = Field(
         None,
         ge=1,
-        description="asha: the most progress any trial gets. Default: the budget, else 100.",
+        description="asha, hyperband: the most progress any trial gets. Default: the budget, "
+        "else 100.",
     )
     reduction_factor: float | None = Field(
         None, gt=1, description="asha, hyperband: halving rate. Default 3."
@@ -239,8 +240,9 @@ class SchedulerSpec(_Model):
         None,
         ge=1,
         description="hyperband: how many brackets: bracket b judges its trials first at "
-        "grace_period x reduction_factor^b, so the last of as many brackets as rungs runs "
-        "every trial to max_t. Default: as many as the rungs (at most 3).",
+        "grace_period x reduction_factor^b (at most max_t), so the last of as many "
+        "brackets as halving levels (grace_period to max_t) runs every trial to max_t. "
+        "Default: as many as the levels, at most 3.",
     )
     min_samples_required: int | None = Field(
         None,
@@ -300,22 +302,38 @@ class SchedulerSpec(_Model):
         if not self.halving:
             return []
         max_t, factor = self.max_t or 100, self.reduction_factor or 3
-        grace = (self.grace_period or 1) * factor**bracket
-        if grace > max_t:
-            return []
+        grace = min((self.grace_period or 1) * factor**bracket, max_t)
         count = 1 + math.floor(math.log(max_t / grace) / math.log(factor))
         return [grace * factor**k for k in range(count)]
 
+    def halving_levels(self) -> int:
+        """How many budgets successive halving spans, grace_period to max_t.
+
+        grace_period x reduction_factor^k, the last rounded to max_t (a grace rounded up
+        lands its top level a step past max_t).
+
+        Returns:
+            The levels (hyperband: the most brackets); 0 for another scheduler.
+        """
+        if not self.halving:
+            return 0
+        max_t, factor = self.max_t or 100, self.reduction_factor or 3
+        return 1 + round(math.log(max_t / (self.grace_period or 1)) / math.log(factor))
+
     def bracket_graces(self) -> list[float]:
         """hyperband: each bracket's grace period, the first rung it judges trials at.
+
+        grace_period x reduction_factor^b, at most max_t (a bracket that judges only at
+        max_t stops no trial early).
 
         Returns:
             One per bracket ([grace_period] for asha); [] for another scheduler.
         """
         if not self.halving:
             return []
-        factor = self.reduction_factor or 3
-        return [(self.grace_period or 1) * factor**b for b in range(self.brackets or 1)]
+        factor, max_t = self.reduction_factor or 3, self.max_t or 100
+        grace = self.grace_period or 1
+        return [min(grace * factor**b, max_t) for b in range(self.brackets or 1)]
 
 
 class StopSpec(_Model):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ray.tune.schedulers import (
@@ -48,14 +49,28 @@ def pb2_bounds(space: dict[str, Domain]) -> dict[str, list[float]]:
     return out
 
 
-class HyperbandBrackets(FIFOScheduler):
-    """Asynchronous Hyperband: one ASHA per bracket, each trial dealt to the bracket
-    furthest below its share (tuner.spec.next_bracket), in the order trials are added,
-    so the same sweep puts the same trials in the same brackets (Tune's own brackets
-    draw each trial's at random)."""
+# Tune's search algorithms tag each trial with its count in the sweep ("3" or
+# "3_lr=0.001"), counted from 0 by a BasicVariantGenerator and from 1 by a Searcher's
+# SearchGenerator; the tag is kept on a retry and on a resume
+_TAG_COUNT = re.compile(r"^(\d+)(?:_|$)")
 
-    def __init__(self, spec: SchedulerSpec, time_attr: str) -> None:
+
+def trial_count(trial: Any) -> int | None:
+    """The trial's count in its sweep, read from Tune's experiment tag; None where the
+    tag carries none."""
+    match = _TAG_COUNT.match(str(getattr(trial, "experiment_tag", "") or ""))
+    return int(match.group(1)) if match else None
+
+
+class HyperbandBrackets(FIFOScheduler):
+    """Asynchronous Hyperband: one ASHA per bracket. The sweep's n-th trial joins the
+    bracket the n-th turn of the deal gives (tuner.spec.next_bracket), so the same
+    sweep puts the same trials in the same brackets, a retried or resumed trial keeps
+    its own (Tune's own brackets draw each trial's at random, again on every add)."""
+
+    def __init__(self, spec: SchedulerSpec, time_attr: str, first_count: int = 1) -> None:
         super().__init__()
+        self.first_count = first_count  # the tag count of the sweep's first trial
         factor = spec.reduction_factor or 3
         self.brackets = [
             ASHAScheduler(
@@ -67,18 +82,23 @@ class HyperbandBrackets(FIFOScheduler):
             for grace in spec.bracket_graces()
         ]
         self.shares = bracket_shares(len(self.brackets), factor)
+        self.dealt: list[int] = []  # the bracket of the sweep's n-th trial
         self.counts = [0] * len(self.brackets)
         self.bracket_of: dict[str, int] = {}
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
-        """Sets the metric and mode on every bracket."""
+        """Sets the metric and mode here and on every bracket."""
+        super().set_search_properties(metric, mode, **spec)
         return all(b.set_search_properties(metric, mode, **spec) for b in self.brackets)
 
     def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
-        """Deals the trial to its bracket."""
-        index = next_bracket(self.counts, self.shares)
-        self.counts[index] += 1
-        self.bracket_of[trial.trial_id] = index
+        """Deals the trial to its bracket (a trial added again keeps its own)."""
+        index = self.bracket_of.get(trial.trial_id)
+        if index is None:
+            count = trial_count(trial)
+            known = count is not None and count >= self.first_count
+            index = self._deal(count - self.first_count if known else len(self.dealt))
+            self.bracket_of[trial.trial_id] = index
         self.brackets[index].on_trial_add(tune_controller, trial)
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
@@ -98,22 +118,34 @@ class HyperbandBrackets(FIFOScheduler):
         lines = (f"bracket {i + 1}: {b.debug_string()}" for i, b in enumerate(self.brackets))
         return "\n".join(lines)
 
+    def _deal(self, place: int) -> int:
+        while len(self.dealt) <= place:
+            turn = next_bracket(self.counts, self.shares)
+            self.counts[turn] += 1
+            self.dealt.append(turn)
+        return self.dealt[place]
+
     def _bracket(self, trial: Any) -> ASHAScheduler:
         return self.brackets[self.bracket_of[trial.trial_id]]
 
 
 def build_scheduler(
-    spec: SchedulerSpec, space: dict[str, Domain], config: dict[str, Any] | None = None
+    spec: SchedulerSpec,
+    space: dict[str, Domain],
+    config: dict[str, Any] | None = None,
+    first_count: int = 1,
 ) -> TrialScheduler:
     """The Tune scheduler a spec asks for. `config` is the trial config (the param
     space): pbt and pb2 perturb each key where RLlib keeps it there
     (`train_batch_size_per_learner` -> `_train_batch_size_per_learner`), the place the
     sampled value was laid and the one reported. `spec` is the resolved scheduler
-    (tuner.spec.resolved_scheduler): a time_attr left out counts iterations here."""
+    (tuner.spec.resolved_scheduler): a time_attr left out counts iterations here.
+    `first_count`: the tag count of the sweep's first trial (hyperband's deal; 0 under a
+    BasicVariantGenerator, 1 under a Searcher)."""
     config = config or {}
     time_attr = spec.time_attr or ITERATION_KEY  # resolved_scheduler sets the budget's unit
     if spec.type == "hyperband":
-        return HyperbandBrackets(spec, time_attr)
+        return HyperbandBrackets(spec, time_attr, first_count)
     if spec.type == "asha":
         return ASHAScheduler(
             time_attr=time_attr,

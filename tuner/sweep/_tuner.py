@@ -294,12 +294,17 @@ def build_tuner(
         params = confirm_param_space(spec, confirm_runs)
     else:
         params = param_space(spec, space)
+        search_alg = _search_alg(spec, space, warm)
+        # Tune's tags count a BasicVariantGenerator's trials from 0, a Searcher's from 1
+        first_count = 0 if isinstance(search_alg, BasicVariantGenerator) else 1
         tune_config = tune.TuneConfig(
             metric=spec.metric,
             mode=spec.mode,
             num_samples=spec.search.num_samples,
-            search_alg=_search_alg(spec, space, warm),
-            scheduler=build_scheduler(resolved_scheduler(spec, space), space, params),
+            search_alg=search_alg,
+            scheduler=build_scheduler(
+                resolved_scheduler(spec, space), space, params, first_count=first_count
+            ),
             max_concurrent_trials=spec.max_concurrent_trials if uses_optuna(spec) else None,
             time_budget_s=spec.stop.time_budget_s,
             reuse_actors=reuse,

@@ -122,17 +122,17 @@ def limit_issues(
 
 
 def bracket_issues(spec: ExperimentSpec, space: dict[str, Domain]) -> list[SpecIssue]:
-    """hyperband: more brackets than rungs (a bracket would start past max_t)."""
+    """hyperband: more brackets than halving levels (two would never judge a trial)."""
     sched = resolved_scheduler(spec, space)
-    rungs = sched.asha_rungs()
-    if sched.type != "hyperband" or len(sched.bracket_graces()) <= rungs:
+    levels = sched.halving_levels()
+    if sched.type != "hyperband" or len(sched.bracket_graces()) <= levels:
         return []
     return [
         SpecIssue(
             loc="scheduler.brackets",
             value=sched.brackets,
-            msg=f"max_t / grace_period / reduction_factor make {rungs} rungs and bracket b "
-            f"judges first at rung b + 1: at most {rungs} brackets",
+            msg=f"grace_period to max_t at reduction_factor spans {levels} halving levels "
+            f"and bracket b judges first at level b: at most {levels} brackets",
         )
     ]
 
