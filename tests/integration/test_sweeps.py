@@ -198,6 +198,36 @@ def test_asha_as_the_readme_writes_it_counts_the_budget_in_env_steps(ray_local, 
     assert any(done < budget for done in steps.values()), steps  # the rung stopped some
 
 
+def test_a_scheduler_judges_the_training_return_where_the_metric_is_a_final_evaluation(
+    ray_local, tmp_path
+):
+    # ranked by the final evaluation, which no rung sees: ASHA judges the training return
+    # (it stopped nothing before). LineEnv pays `reward` a step, so each later trial's
+    # return is below all before it, and the rung at half the budget stops it.
+    budget, batch = 512, TINY_PPO["train_batch_size_per_learner"]
+    rewards = [4.0, 3.0, 2.0, 1.0, 0.5, 0.25]
+    spec = tiny_spec(
+        env="tests.envs:LineEnv",
+        search={
+            "method": "grid",
+            "num_samples": 1,
+            "space": {"env_config.reward": {"grid": rewards}},
+        },
+        metric="evaluation/env_runners/episode_return_mean",
+        scheduler={"type": "asha", "reduction_factor": 2},
+        stop={"timesteps_total": budget},
+        max_concurrent_trials=1,
+    )
+    in_force = scheduler_in_force(spec, resolve_space(spec))
+    assert in_force["judged_on"] == "env_runners/episode_return_mean"
+    summary = run(spec, tmp_path)
+    steps = {t.config["env_config.reward"]: t.env_steps for t in summary.trials}
+    assert steps[4.0] >= budget
+    stopped = [r for r, done in steps.items() if budget // 2 <= done < budget // 2 + batch]
+    assert stopped, steps
+    assert summary.best.config == {"env_config.reward": 4.0}
+
+
 def test_hyperband_s_last_bracket_runs_a_slow_starter_that_asha_would_stop(ray_local, tmp_path):
     # The asha test's ranking (the learning rate itself, each later trial worse than all
     # before it), over hyperband's two brackets: the 2nd and 4th trials are dealt to the

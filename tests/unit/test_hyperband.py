@@ -17,12 +17,21 @@ from tuner.spec import (
     resolve_space,
     resolved_scheduler,
     scheduler_in_force,
+    scheduler_metric,
 )
 from tuner.sweep._schedulers import HyperbandBrackets, build_scheduler, trial_count
 from tuner.validation import validate_spec
 from tuner.validation._issues import bracket_issues
 
 STEPS = "num_env_steps_sampled_lifetime"
+EVAL = "evaluation/env_runners/episode_return_mean"
+
+
+class FakeTrial:
+    """What a Tune scheduler reads of a trial: its id and tag (hashable, as Trial is)."""
+
+    def __init__(self, trial_id: str, experiment_tag: str = "") -> None:
+        self.trial_id, self.experiment_tag = trial_id, experiment_tag
 
 
 def spec_of(trials: int, scheduler: dict, stop: dict | None = None):
@@ -212,3 +221,53 @@ def test_a_race_is_refused_with_hyperband():
             }
         )
     assert "search.race: scheduler.type 'hyperband'" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("metric", "evaluation", "judged"),
+    [
+        ("env_runners/episode_return_mean", {}, "env_runners/episode_return_mean"),
+        (EVAL, {}, "env_runners/episode_return_mean"),
+        (EVAL, {"interval": 2}, EVAL),
+    ],
+)
+def test_a_scheduler_judges_what_every_iteration_reports(metric, evaluation, judged):
+    spec = parse_spec(
+        {
+            "name": "s",
+            "algorithm": "PPO",
+            "env": "CartPole-v1",
+            "search": {"num_samples": 16},
+            "scheduler": {"type": "asha"},
+            "stop": {"timesteps_total": 100_000},
+            "metric": metric,
+            "evaluation": evaluation,
+        }
+    )
+    assert scheduler_metric(spec) == judged
+    shown = scheduler_in_force(spec, resolve_space(spec))
+    assert shown.get("judged_on", metric) == judged
+
+
+@pytest.mark.parametrize("kind", ["asha", "hyperband", "median"])
+def test_a_scheduler_told_the_evaluation_metric_judges_the_training_return(kind):
+    # Tune hands a scheduler TuneConfig's metric; a final evaluation is in no result
+    # before the budget, so a rung judging it would stop nothing
+    spec = spec_of(16, {"type": kind})
+    resolved = resolved_scheduler(spec, resolve_space(spec))
+    scheduler = build_scheduler(resolved, {}, judged_on="env_runners/episode_return_mean")
+    scheduler.set_search_properties(EVAL, "max")
+    controller = SimpleNamespace(get_live_trials=list)  # no trial waits to run
+    trials = [FakeTrial(f"t{i}", str(i + 1)) for i in range(16)]
+    for trial in trials:
+        scheduler.on_trial_add(controller, trial)
+    stopped = set()
+    for step in (20_000, 40_000, 60_000):
+        for i, trial in enumerate(trials):
+            if trial.trial_id in stopped:
+                continue
+            result = {STEPS: step, "env_runners/episode_return_mean": -i, "time_total_s": 1.0}
+            result["training_iteration"] = step // 20_000
+            if scheduler.on_trial_result(controller, trial, result) == TrialScheduler.STOP:
+                stopped.add(trial.trial_id)
+    assert stopped

@@ -30,6 +30,7 @@ from tuner.spec._schedule import (
     resolved_scheduler,
     sampler_in_force,
     scheduler_in_force,
+    scheduler_metric,
     search_trials,
 )
 from tuner.spec._sections import (
@@ -107,5 +108,6 @@ __all__ = [
     "resolved_scheduler",
     "sampler_in_force",
     "scheduler_in_force",
+    "scheduler_metric",
     "search_trials",
 ]

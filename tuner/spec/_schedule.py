@@ -163,6 +163,28 @@ def budget_unit(spec: ExperimentSpec) -> str:
     return ITERATION_KEY
 
 
+_EVAL_PREFIX = "evaluation/"
+
+
+def scheduler_metric(spec: ExperimentSpec) -> str:
+    """The metric a scheduler judges trials on.
+
+    The spec's metric, but for an evaluation metric that only the final evaluation
+    reports (evaluation.at_end without an interval): a scheduler needs a value at its
+    rungs, so it judges that metric of the training episodes (`evaluation/` dropped:
+    `env_runners/episode_return_mean`); the final ranking still uses the evaluation.
+
+    Args:
+        spec: The sweep's spec.
+
+    Returns:
+        The result key.
+    """
+    if spec.metric.startswith(_EVAL_PREFIX) and not spec.evaluation.interval:
+        return spec.metric.removeprefix(_EVAL_PREFIX)
+    return spec.metric
+
+
 def resolved_scheduler(spec: ExperimentSpec, space: dict[str, Domain]) -> SchedulerSpec:
     """The spec's scheduler with every setting it leaves out set.
 
@@ -230,6 +252,8 @@ def scheduler_in_force(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[s
     if sched.type != "fifo":
         out["time_attr"] = sched.time_attr
     out |= {k: getattr(sched, k) for k in keys}
+    if sched.type != "fifo" and scheduler_metric(spec) != spec.metric:
+        out["judged_on"] = scheduler_metric(spec)
     if sched.halving:
         out["rungs"] = sched.asha_milestones()
     if sched.type == "hyperband":

@@ -10,9 +10,10 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers.pb2 import PB2
 
 from tuner.ray_internals import PB2ConfigHook, pb2_bounded_keys
+from tuner.sweep._judged_on import JudgedOn
 
 
-class TunerPB2(PB2ConfigHook, PB2):
+class TunerPB2(JudgedOn, PB2ConfigHook, PB2):
     """Ray's PB2, keeping every setting it does not perturb exactly as it was.
 
     Ray's PB2 builds the new config by flattening the cloned trial's whole config and

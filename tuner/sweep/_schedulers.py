@@ -17,6 +17,7 @@ from tuner.mlflow_names import ITERATION_KEY
 from tuner.rllib import config_path
 from tuner.search_spaces import PB2_KINDS, Domain
 from tuner.spec import SchedulerSpec, bracket_shares, next_bracket
+from tuner.sweep._judged_on import JudgedOn
 
 
 def perturbed_keys(space: dict[str, Domain]) -> list[str]:
@@ -49,6 +50,18 @@ def pb2_bounds(space: dict[str, Domain]) -> dict[str, list[float]]:
     return out
 
 
+class TunerASHA(JudgedOn, ASHAScheduler):
+    """Tune's ASHA, judging on the scheduler's metric."""
+
+
+class TunerMedian(JudgedOn, MedianStoppingRule):
+    """Tune's median stopping rule, judging on the scheduler's metric."""
+
+
+class TunerPBT(JudgedOn, PopulationBasedTraining):
+    """Tune's PBT, exploiting on the scheduler's metric."""
+
+
 # Tune's search algorithms tag each trial with its count in the sweep ("3" or
 # "3_lr=0.001"), counted from 0 by a BasicVariantGenerator and from 1 by a Searcher's
 # SearchGenerator; the tag is kept on a retry and on a resume
@@ -62,7 +75,7 @@ def trial_count(trial: Any) -> int | None:
     return int(match.group(1)) if match else None
 
 
-class HyperbandBrackets(FIFOScheduler):
+class HyperbandBrackets(JudgedOn, FIFOScheduler):
     """Asynchronous Hyperband: one ASHA per bracket. The sweep's n-th trial joins the
     bracket the n-th turn of the deal gives (tuner.spec.next_bracket), so the same
     sweep puts the same trials in the same brackets, a retried or resumed trial keeps
@@ -73,7 +86,7 @@ class HyperbandBrackets(FIFOScheduler):
         self.first_count = first_count  # the tag count of the sweep's first trial
         factor = spec.reduction_factor or 3
         self.brackets = [
-            ASHAScheduler(
+            TunerASHA(
                 time_attr=time_attr,
                 grace_period=grace,
                 max_t=spec.max_t or 100,
@@ -87,8 +100,9 @@ class HyperbandBrackets(FIFOScheduler):
         self.bracket_of: dict[str, int] = {}
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
-        """Sets the metric and mode here and on every bracket."""
+        """Sets the metric (`judged_on` where set) and mode here and on every bracket."""
         super().set_search_properties(metric, mode, **spec)
+        metric = self.judged_on or metric
         return all(b.set_search_properties(metric, mode, **spec) for b in self.brackets)
 
     def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
@@ -134,6 +148,7 @@ def build_scheduler(
     space: dict[str, Domain],
     config: dict[str, Any] | None = None,
     first_count: int = 1,
+    judged_on: str | None = None,
 ) -> TrialScheduler:
     """The Tune scheduler a spec asks for. `config` is the trial config (the param
     space): pbt and pb2 perturb each key where RLlib keeps it there
@@ -141,20 +156,29 @@ def build_scheduler(
     sampled value was laid and the one reported. `spec` is the resolved scheduler
     (tuner.spec.resolved_scheduler): a time_attr left out counts iterations here.
     `first_count`: the tag count of the sweep's first trial (hyperband's deal; 0 under a
-    BasicVariantGenerator, 1 under a Searcher)."""
-    config = config or {}
+    BasicVariantGenerator, 1 under a Searcher). `judged_on`: the metric it judges trials
+    on where not TuneConfig's (tuner.spec.scheduler_metric)."""
+    scheduler = _scheduler(spec, space, config or {}, first_count)
+    if isinstance(scheduler, JudgedOn):
+        scheduler.judged_on = judged_on
+    return scheduler
+
+
+def _scheduler(
+    spec: SchedulerSpec, space: dict[str, Domain], config: dict[str, Any], first_count: int
+) -> TrialScheduler:
     time_attr = spec.time_attr or ITERATION_KEY  # resolved_scheduler sets the budget's unit
     if spec.type == "hyperband":
         return HyperbandBrackets(spec, time_attr, first_count)
     if spec.type == "asha":
-        return ASHAScheduler(
+        return TunerASHA(
             time_attr=time_attr,
             grace_period=spec.grace_period or 1,
             max_t=spec.max_t or 100,
             reduction_factor=spec.reduction_factor or 3,
         )
     if spec.type == "median":
-        return MedianStoppingRule(
+        return TunerMedian(
             time_attr=time_attr,
             grace_period=spec.grace_period or 1,
             min_samples_required=spec.min_samples_required or 2,
@@ -163,7 +187,7 @@ def build_scheduler(
         mutations: dict[str, Any] = {
             config_path(key, config)[0]: pbt_mutation(space[key]) for key in perturbed_keys(space)
         }
-        return PopulationBasedTraining(
+        return TunerPBT(
             time_attr=time_attr,
             perturbation_interval=spec.perturbation_interval,
             hyperparam_mutations=mutations,

@@ -37,7 +37,7 @@ from tuner.rllib import (
     vector_defaults_apply,
 )
 from tuner.search_spaces import Domain
-from tuner.spec import ExperimentSpec, resolved_sampler, resolved_scheduler
+from tuner.spec import ExperimentSpec, resolved_sampler, resolved_scheduler, scheduler_metric
 from tuner.sweep._schedulers import build_scheduler
 from tuner.sweep._searchers import RacingOptunaSearch, TunerOptunaSearch
 from tuner.sweep._stoppers import SweepStopper
@@ -303,7 +303,11 @@ def build_tuner(
             num_samples=spec.search.num_samples,
             search_alg=search_alg,
             scheduler=build_scheduler(
-                resolved_scheduler(spec, space), space, params, first_count=first_count
+                resolved_scheduler(spec, space),
+                space,
+                params,
+                first_count=first_count,
+                judged_on=scheduler_metric(spec),
             ),
             max_concurrent_trials=spec.max_concurrent_trials if uses_optuna(spec) else None,
             time_budget_s=spec.stop.time_budget_s,

@@ -66,8 +66,9 @@ class Plan(_View):
         "type, time_attr (the unit it counts progress in), grace_period, max_t, "
         "reduction_factor and `rungs` (ASHA's milestones in time_attr; hyperband: "
         "`brackets`, each bracket's `rungs` and how many `trials` it gets), "
-        "min_samples_required or perturbation_interval; `derived` lists those the spec "
-        "left out.",
+        "min_samples_required or perturbation_interval; `judged_on`: the metric it judges "
+        "trials on where not the spec's (the training return for an evaluation metric "
+        "reported only at the end); `derived` lists those the spec left out.",
     )
     sampler: dict[str, Any] | None = Field(
         None,
