@@ -271,3 +271,17 @@ def test_a_scheduler_told_the_evaluation_metric_judges_the_training_return(kind)
             if scheduler.on_trial_result(controller, trial, result) == TrialScheduler.STOP:
                 stopped.add(trial.trial_id)
     assert stopped
+
+
+def test_hand_set_values_make_a_last_bracket_that_never_judges_only_within_the_levels():
+    # grace 1 to max_t 40 at 3: levels 1, 3, 9, 27 and 40; three brackets (the most)
+    # judge first at 1, 3 and 9, so none runs every trial to max_t, as the plan shows
+    spec = spec_of(16, {"type": "hyperband", "grace_period": 1, "max_t": 40}, {})
+    resolved = resolved_scheduler(spec, resolve_space(spec))
+    assert resolved.halving_levels() == 5
+    assert [
+        b["rungs"][0]
+        for b in in_force(16, {"type": "hyperband", "grace_period": 1, "max_t": 40}, {})["brackets"]
+    ] == [1, 3, 9]
+    two = spec_of(16, {"type": "hyperband", "grace_period": 1, "max_t": 3}, {})
+    assert resolved_scheduler(two, resolve_space(two)).halving_levels() == 2

@@ -80,6 +80,16 @@ def test_a_trial_stopped_before_its_budget_is_told_as_pruned():
     ]
 
 
+def test_ranked_by_an_evaluation_metric_the_study_still_gets_the_training_returns():
+    # `metric: evaluation/...` only at the end: the training returns are the intermediate
+    # values (a trial stopped at a rung keeps its last one, as with the default metric)
+    searcher = searcher_of(spec(metric=EVAL, scope="last", scheduler={"type": "asha"}))
+    stopped = {TRAIN: 90.0, ITERATION_KEY: 2, STEP_KEY: 2000}
+    run_trial(searcher, "a", [80.0, 90.0], stopped)
+    assert searcher._ot_study.trials[0].intermediate_values == {1: 80.0, 2: 90.0}
+    assert told(searcher) == [(optuna.trial.TrialState.PRUNED, 90.0)]
+
+
 @pytest.mark.parametrize(
     "extra",
     [

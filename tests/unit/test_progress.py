@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from tuner.sweep._progress import RichProgress, fold_header, whole
+from tuner.sweep._progress import RichProgress, fold_header, numbers_caption, whole
 from tuner.tracking import Ranking
 
 METRIC = "env_runners/episode_return_mean"
@@ -283,3 +283,10 @@ def test_the_caption_names_the_final_evaluation():
     final.print(progress._table())
     said = " ".join(final.file.getvalue().split())
     assert "score: final deterministic episode_return_mean at the budget (- before it)" in said
+
+
+def test_the_caption_says_an_evaluation_metric_comes_from_the_last_evaluation():
+    ranking = Ranking(f"evaluation/{METRIC}", "max", "last")
+    said = numbers_caption(ranking)
+    assert said.endswith("last: episode_return_mean of the last evaluation")
+    assert "in training" not in said

@@ -46,7 +46,7 @@ class AshaRules(BaseModel):
 
 
 class HyperbandRules(BaseModel):
-    """hyperband: asha's rules, over as many brackets as rungs (at most max_brackets)."""
+    """hyperband: asha's rules, over as many brackets as halving levels (at most max_brackets)."""
 
     model_config = _STRICT
 

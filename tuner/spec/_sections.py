@@ -201,8 +201,8 @@ class SchedulerSpec(_Model):
         "fifo",
         description="fifo runs every trial to its stop criteria; asha and median "
         "stop poor trials early; hyperband is asynchronous Hyperband: ASHA's rungs over "
-        "brackets that judge their trials first at later rungs, by default the last "
-        "never; pbt "
+        "brackets that judge their trials first at later rungs, the last never where "
+        "there are as many brackets as halving levels (the default with a budget); pbt "
         "perturbs hyperparameters from the search space; pb2 "
         "(Population Based Bandits) picks the new values with a Gaussian-process bandit "
         "within the [low, high] bounds of the space's uniform, loguniform, randint and "
@@ -309,8 +309,8 @@ class SchedulerSpec(_Model):
     def halving_levels(self) -> int:
         """How many budgets successive halving spans, grace_period to max_t.
 
-        grace_period x reduction_factor^k, the last rounded to max_t (a grace rounded up
-        lands its top level a step past max_t).
+        Each grace_period x reduction_factor^k below max_t, then max_t (a grace rounded
+        up lands its top level a step past max_t: that level is max_t's).
 
         Returns:
             The levels (hyperband: the most brackets); 0 for another scheduler.
@@ -318,7 +318,10 @@ class SchedulerSpec(_Model):
         if not self.halving:
             return 0
         max_t, factor = self.max_t or 100, self.reduction_factor or 3
-        return 1 + round(math.log(max_t / (self.grace_period or 1)) / math.log(factor))
+        level, below = self.grace_period or 1, 0
+        while level < max_t:
+            level, below = level * factor, below + 1
+        return 1 + below
 
     def bracket_graces(self) -> list[float]:
         """hyperband: each bracket's grace period, the first rung it judges trials at.

@@ -81,7 +81,8 @@ def numbers_caption(ranking: Ranking) -> str:
         score = f"final deterministic {metric} at the budget (- before it)"
     else:
         score = f"{metric}, {ranking.scope}"
-    return f"score: {score}; last: {metric} in training"
+    where = "of the last evaluation" if ranking.metric.startswith("evaluation/") else "in training"
+    return f"score: {score}; last: {metric} {where}"
 
 
 def metric_column(metric: str) -> str:

@@ -47,9 +47,13 @@ class TunerOptunaSearch(OptunaSearch):
         known: list[tuple[dict[str, Any], float]] | None = None,
         objectives: list[tuple[str, str]] | None = None,
         ranking: Ranking | None = None,
+        intermediate: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        # what every iteration reports where the metric comes only at the end (a final
+        # evaluation): told as the intermediate values (tuner.spec.scheduler_metric)
+        self.tuner_intermediate = intermediate
         # a warm start's earlier (point, score) pairs, told once the space is known
         self.tuner_known = list(known or [])
         # several (metric, mode): the study is multi-objective, Tune ranks by the first
@@ -95,7 +99,12 @@ class TunerOptunaSearch(OptunaSearch):
 
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         # a multi-objective study takes no intermediate values (Tune's returns on them)
-        if not isinstance(self.metric, list) and self.metric in result:
+        if isinstance(self.metric, list):
+            return
+        every = getattr(self, "tuner_intermediate", None)
+        if self.metric not in result and every and every in result:
+            result = {**result, self.metric: result[every]}
+        if self.metric in result:
             super().on_trial_result(trial_id, result)
 
     def on_trial_complete(

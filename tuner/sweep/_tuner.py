@@ -190,6 +190,7 @@ def _search_alg(
             known=[(flat_point(params, v), s) for v, s in known],
             objectives=objectives,
             ranking=None if os.environ.get(OPTUNA_TOLD_SWITCH) == "train" else sweep_ranking(spec),
+            intermediate=scheduler_metric(spec),
             **race,
         )
     # A SearchAlgorithm, not a Searcher: Tune ignores TuneConfig.max_concurrent_trials for it.
