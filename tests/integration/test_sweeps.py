@@ -168,22 +168,31 @@ def test_asha_stops_poor_trials_early(ray_local, tmp_path):
     assert summary.best.config == {"lr": 1e-3}
 
 
+BUDGET = 512  # env steps: 4 iterations of TINY_PPO
+
+
+def asha_one_at_a_time(key: str, values: list, **patch):
+    """A grid over `key`, one trial at a time, under the README's asha (halving rate 2)
+    with a budget in env steps only: one rung at half the budget."""
+    return tiny_spec(
+        search={"method": "grid", "num_samples": 1, "space": {key: {"grid": values}}},
+        scheduler={"type": "asha", "reduction_factor": 2},
+        stop={"timesteps_total": BUDGET},
+        max_concurrent_trials=1,
+        **patch,
+    )
+
+
 def test_asha_as_the_readme_writes_it_counts_the_budget_in_env_steps(ray_local, tmp_path):
     # `scheduler: {type: asha}` and a budget in env steps only: ASHA's rungs lie in env
     # steps (6 trials at halving rate 2 make one rung at half the budget), every trial
     # reaches its budget unless that rung stops it. Ranked by the learning rate itself:
     # trials run one at a time, each later one worse than the median of its rung.
-    budget, batch = 512, TINY_PPO["train_batch_size_per_learner"]
-    spec = tiny_spec(
-        search={
-            "method": "grid",
-            "num_samples": 1,
-            "space": {"lr": {"grid": [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]}},
-        },
+    budget, batch = BUDGET, TINY_PPO["train_batch_size_per_learner"]
+    spec = asha_one_at_a_time(
+        "lr",
+        [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8],
         metric="learners/default_policy/default_optimizer_learning_rate",
-        scheduler={"type": "asha", "reduction_factor": 2},
-        stop={"timesteps_total": budget},
-        max_concurrent_trials=1,
     )
     in_force = scheduler_in_force(spec, resolve_space(spec))
     assert in_force["time_attr"] == "num_env_steps_sampled_lifetime"
@@ -204,19 +213,12 @@ def test_a_scheduler_judges_the_training_return_where_the_metric_is_a_final_eval
     # ranked by the final evaluation, which no rung sees: ASHA judges the training return
     # (it stopped nothing before). LineEnv pays `reward` a step, so each later trial's
     # return is below all before it, and the rung at half the budget stops it.
-    budget, batch = 512, TINY_PPO["train_batch_size_per_learner"]
-    rewards = [4.0, 3.0, 2.0, 1.0, 0.5, 0.25]
-    spec = tiny_spec(
+    budget, batch = BUDGET, TINY_PPO["train_batch_size_per_learner"]
+    spec = asha_one_at_a_time(
+        "env_config.reward",
+        [4.0, 3.0, 2.0, 1.0, 0.5, 0.25],
         env="tests.envs:LineEnv",
-        search={
-            "method": "grid",
-            "num_samples": 1,
-            "space": {"env_config.reward": {"grid": rewards}},
-        },
         metric="evaluation/env_runners/episode_return_mean",
-        scheduler={"type": "asha", "reduction_factor": 2},
-        stop={"timesteps_total": budget},
-        max_concurrent_trials=1,
     )
     in_force = scheduler_in_force(spec, resolve_space(spec))
     assert in_force["judged_on"] == "env_runners/episode_return_mean"
