@@ -21,7 +21,7 @@ from tuner.spec import (
 )
 from tuner.sweep._schedulers import HyperbandBrackets, build_scheduler, trial_count
 from tuner.validation import validate_spec
-from tuner.validation._issues import bracket_issues
+from tuner.validation._limits import bracket_issues
 
 STEPS = "num_env_steps_sampled_lifetime"
 EVAL = "evaluation/env_runners/episode_return_mean"

@@ -35,6 +35,12 @@ NOT_THE_NAME = {
     ("cli/_remote.py", "trial"): "a table column",
     ("sweep/_progress.py", "trial"): "a table column",
     ("spec/_sections.py", "training_iteration"): "the spec's own stop key and time_attr value",
+    ("spec/_scheduler_section.py", "training_iteration"): "a time_attr value of the spec's schema",
+    (
+        "spec/_scheduler_section.py",
+        "num_env_steps_sampled_lifetime",
+    ): "a time_attr value of the spec's schema",
+    ("validation/_limits.py", "search"): "the spec's search section, as a loc",
     (
         "spec/_sections.py",
         "num_env_steps_sampled_lifetime",

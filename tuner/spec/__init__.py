@@ -33,6 +33,7 @@ from tuner.spec._schedule import (
     scheduler_metric,
     search_trials,
 )
+from tuner.spec._scheduler_section import SchedulerSpec
 from tuner.spec._sections import (
     ALGORITHMS,
     GYM_ID_RE,
@@ -47,7 +48,6 @@ from tuner.spec._sections import (
     RaceSpec,
     ResourcesSpec,
     SamplerSpec,
-    SchedulerSpec,
     SearchSpec,
     StopSpec,
     is_ale_id,

@@ -26,6 +26,7 @@ from tuner.spec._errors import did_you_mean
 from tuner.spec._multi_agent import MultiAgentSpec
 
 # Every algorithm and preset of the registry (tuner/algorithms/*.yaml).
+from tuner.spec._scheduler_section import SchedulerSpec
 from tuner.spec._sections import (
     ALGORITHMS,
     ENV_PATTERN,
@@ -40,7 +41,6 @@ from tuner.spec._sections import (
     EvaluationSpec,
     ObjectiveSpec,
     ResourcesSpec,
-    SchedulerSpec,
     SearchSpec,
     StopSpec,
     is_ale_id,

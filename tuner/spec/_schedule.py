@@ -15,7 +15,8 @@ from tuner.data_files import load_data_file
 from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
 from tuner.search_spaces import Domain
 from tuner.spec._models import ExperimentSpec
-from tuner.spec._sections import SamplerSpec, SchedulerSpec
+from tuner.spec._scheduler_section import SchedulerSpec
+from tuner.spec._sections import SamplerSpec
 
 _DEFAULTS = Path(__file__).with_name("scheduler_defaults.yaml")
 

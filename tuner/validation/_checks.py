@@ -42,11 +42,9 @@ from tuner.spec import (
 )
 from tuner.validation._issues import (
     OWNED_BY_SPEC,
-    bracket_issues,
     code_ref_issues,
     env_id_issues,
     fixed_and_searched,
-    limit_issues,
     normalize_issues,
     objective_warnings,
     population_issues,
@@ -55,6 +53,7 @@ from tuner.validation._issues import (
     scheduler_warnings,
     unknown_setting,
 )
+from tuner.validation._limits import bracket_issues, limit_issues
 
 
 @dataclass
