@@ -10,6 +10,14 @@ import numbers
 from typing import Any
 
 _MISSING = object()
+EVALUATION_PREFIX = "evaluation/"  # RLlib's prefix of every evaluation result key
+
+
+def training_metric(metric: str) -> str:
+    """The training episodes' counterpart of a result key: an evaluation key without
+    `evaluation/` ('evaluation/env_runners/episode_return_mean' ->
+    'env_runners/episode_return_mean'); a training key as it is."""
+    return metric.removeprefix(EVALUATION_PREFIX)
 
 
 def lookup(result: dict[str, Any], key: str) -> Any:

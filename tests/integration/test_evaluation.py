@@ -59,6 +59,8 @@ def test_at_end_evaluates_once_when_the_budget_is_spent_and_ranks_by_it(ray_loca
         final = evaluated[0]["evaluation"]["env_runners"]
         assert final["num_episodes"] == 2
         assert trial.score == final["episode_return_mean"] == trial.metric
+        # train_score: the training episodes' return under scope (last), as named
+        assert trial.train_score == history[-1]["env_runners"]["episode_return_mean"]
     best = max(search, key=lambda t: t.score)
     assert summary.best.trial_id == best.trial_id
     (confirmed,) = summary.confirmation

@@ -244,6 +244,16 @@ def test_ranked_by_the_final_evaluation_a_trial_that_ran_its_budget_has_its_scor
     assert ranking.of_curve(ran[:2])["score"] is None  # stopped short: ranks below
 
 
+def test_an_evaluation_metric_keeps_the_training_return_as_train_score():
+    """`metric: evaluation/...` ranks by the evaluation under scope; `train_score` is the
+    training episodes' return under scope, as its name says, not the evaluation again."""
+    ranking = Ranking(EVAL, "max", "last")
+    assert METRIC in ranking.keys
+    curve = [(1, 100, {METRIC: 20.0}), (2, 200, {METRIC: 30.0, EVAL: 480.0})]
+    numbers = ranking.of_curve(curve)
+    assert (numbers["score"], numbers["train_score"]) == (480.0, 30.0)
+
+
 def test_while_no_trial_ran_its_budget_the_best_so_far_is_by_the_training_metric(sweep):
     store, url, _, exp_id = sweep
     spec = parse_spec({**SPEC, "stop": {"timesteps_total": 300}, "evaluation": {"at_end": True}})

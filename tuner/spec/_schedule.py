@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tuner.data_files import load_data_file
 from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
+from tuner.results import EVALUATION_PREFIX, training_metric
 from tuner.search_spaces import Domain
 from tuner.spec._models import ExperimentSpec
 from tuner.spec._scheduler_section import SchedulerSpec
@@ -164,9 +165,6 @@ def budget_unit(spec: ExperimentSpec) -> str:
     return ITERATION_KEY
 
 
-_EVAL_PREFIX = "evaluation/"
-
-
 def scheduler_metric(spec: ExperimentSpec) -> str:
     """The metric a scheduler judges trials on.
 
@@ -181,8 +179,8 @@ def scheduler_metric(spec: ExperimentSpec) -> str:
     Returns:
         The result key.
     """
-    if spec.metric.startswith(_EVAL_PREFIX) and not spec.evaluation.interval:
-        return spec.metric.removeprefix(_EVAL_PREFIX)
+    if spec.metric.startswith(EVALUATION_PREFIX) and not spec.evaluation.interval:
+        return training_metric(spec.metric)
     return spec.metric
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from tuner.importance import sweep_importance
 from tuner.mlflow_names import ITERATION_KEY, STAGE_CONFIRM, STAGE_SEARCH, STEP_KEY
 from tuner.ray_internals import result_grid_trials
-from tuner.results import better, lookup, retries_of, scope_value
+from tuner.results import better, lookup, retries_of, scope_value, training_metric
 from tuner.rllib import derived_settings, rerun_config, seed_of, stage_of
 from tuner.search_spaces import Domain
 from tuner.seed_stats import RaceGroup, race_groups, race_record
@@ -187,7 +187,7 @@ def _trial_of(
     metrics = result.metrics or {}
     trial_id = trial.trial_id if trial else metrics.get("trial_id", Path(result.path).name)
     history = result.metrics_dataframe
-    best_metric, last_metric, train_score = _curve_values(spec, history)
+    best_metric, last_metric, scoped, train_score = _curve_values(spec, history)
     error = None
     if result.error is not None:
         error = f"{type(result.error).__name__}: {result.error}"[:4000]
@@ -211,7 +211,7 @@ def _trial_of(
     final_key = final_score_key(spec)
     view.best_metric = best_metric
     view.train_score = train_score
-    view.score = train_score if final_key is None else final_score(spec, history, final_key)
+    view.score = scoped if final_key is None else final_score(spec, history, final_key)
     view.stage = STAGE_CONFIRM if confirming else stage_of(config)
     view.error = error
     view.values = objective_values(spec, history)
@@ -223,17 +223,27 @@ def _trial_of(
 
 def _curve_values(
     spec: ExperimentSpec, history: Any
-) -> tuple[float | None, float | None, float | None]:
-    """(peak, last value, value under scope) of the spec's metric over a trial's curve;
-    iterations without an episode carry the last value before they are ranked."""
+) -> tuple[float | None, float | None, float | None, float | None]:
+    """(peak, last value, value under scope) of the spec's metric over a trial's curve,
+    and the training episodes' metric under scope (`training_metric`: for an
+    `evaluation/...` metric its training counterpart); iterations without an episode
+    carry the last value before they are ranked."""
     if history is None or spec.metric not in history:
-        return None, None, None
+        return None, None, None, None
     col = history[spec.metric].dropna()
     if not len(col):
-        return None, None, None
+        return None, None, None, None
     peak = float(col.max() if spec.mode == "max" else col.min())
-    carried = list(history[spec.metric].ffill().dropna())
-    return peak, float(col.iloc[-1]), scope_value(carried, spec.scope, spec.mode)
+    scoped = scope_value(_carried_column(history, spec.metric), spec.scope, spec.mode)
+    train = scope_value(
+        _carried_column(history, training_metric(spec.metric)), spec.scope, spec.mode
+    )
+    return peak, float(col.iloc[-1]), scoped, train
+
+
+def _carried_column(history: Any, key: str) -> list[float]:
+    """A key's values over Tune's history, each iteration without one carrying the last."""
+    return list(history[key].ffill().dropna()) if key in history else []
 
 
 def _checkpoint_of(spec: ExperimentSpec, result: Any, confirming: bool) -> str | None:

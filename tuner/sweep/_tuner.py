@@ -12,7 +12,7 @@ from ray.tune.stopper import CombinedStopper, Stopper
 
 from tuner.mlflow_names import RETURN_KEY
 from tuner.ray_internals import forget_pending_decisions, set_restored_callbacks
-from tuner.results import lookup
+from tuner.results import EVALUATION_PREFIX, lookup
 from tuner.rllib import (
     CODE_KEY,
     CONFIRM_KEY,
@@ -100,7 +100,6 @@ def param_space(spec: ExperimentSpec, space: dict[str, Domain]) -> dict[str, Any
 
 
 # where RLlib reports an evaluation's results
-EVALUATION_PREFIX = "evaluation/"
 # "train": Optuna is told each trial's last training return, as Tune's OptunaSearch does
 # (for A/B measurements, bench/sampler_ablation.py `told-train`)
 OPTUNA_TOLD_SWITCH = "TUNER_OPTUNA_TOLD"

@@ -12,7 +12,7 @@ from ray.tune import Callback
 
 from tuner.importance import sweep_importance
 from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
-from tuner.results import better, retries_of, scope_value
+from tuner.results import better, retries_of, scope_value, training_metric
 from tuner.rllib import derived_settings, rerun_config, sampled_values, seed_of, stage_of
 from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import result_metrics
@@ -76,7 +76,12 @@ class Ranking:
     @property
     def keys(self) -> tuple[str, ...]:
         """The result keys a curve needs: the metric, each objective's, the final one."""
-        named = [self.metric, *(m for m, _ in self.objectives), self.final_key]
+        named = [
+            self.metric,
+            training_metric(self.metric),
+            *(m for m, _ in self.objectives),
+            self.final_key,
+        ]
         return tuple(dict.fromkeys(k for k in named if k))
 
     def of_curve(self, curve: Sequence[tuple[int, int, Mapping[str, float]]]) -> dict[str, Any]:
@@ -91,12 +96,13 @@ class Ranking:
         values = [v for _, _, v in curve]
         carried = _carried(values, self.metric)
         scoped = scope_value(carried, self.scope, self.mode)
+        trained = _carried(values, training_metric(self.metric))
         out: dict[str, Any] = {
             "metric": carried[-1] if carried else None,
             "best_metric": (max(carried) if self.mode == "max" else min(carried))
             if carried
             else None,
-            "train_score": scoped,
+            "train_score": scope_value(trained, self.scope, self.mode),
             "score": scoped if self.final_key is None else self._final(curve),
         }
         if self.objectives:
@@ -308,7 +314,9 @@ class StoreRecorder(Callback):
             "seed": seed_of(trial.config, trial.trial_id, self.base_seed),
             "tune": trial.config,
         }
-        by = 0 if any(s is not None for s, _ in self._scores.values()) else 1
+        scored = any(s is not None for s, _ in self._scores.values())
+        # the summary's fallback: the training metric, where scores are final evaluations
+        by = 0 if scored or self.ranking.final_key is None else 1
         if by == 0 and self.spec is not None and self.spec.search.race is not None:
             self._note_race()
             return
