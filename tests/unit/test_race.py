@@ -131,6 +131,25 @@ def test_due_configs_run_best_mean_first_and_the_reference_is_a_full_race():
     assert not low.keeps_racing(1)  # every seed run
 
 
+def test_before_any_race_is_full_a_config_is_judged_on_the_same_seeds_as_the_best():
+    """No config has run all three seeds yet: a config whose first seed scored -500 does
+    not run two more while another config's first seed scored -112 (it did, before)."""
+    race = Race(seeds=3, mode="max")
+    race.entries = [
+        RaceEntry({"lr": 1}, "a", [-112.0, -89.0], running=True),
+        RaceEntry({"lr": 2}, "b", [-500.0], running=False),
+        RaceEntry({"lr": 3}, "c", [-100.0], running=False),
+    ]
+    assert race.reference(skip=1, ran=1) == -100.0  # the best first seed of a and c
+    assert not race.keeps_racing(1)
+    assert race.keeps_racing(2)  # -100 is at least a's -112
+    assert race.reference(skip=0, ran=2) is None  # no other config ran two seeds
+    assert race.keeps_racing(0)
+    race.entries.append(RaceEntry({"lr": 4}, "d", [], running=True))
+    race.trials["d0"] = (3, 0)
+    assert race.finish("d0", -101.0) is race.entries[3]  # below c's -100: its race ends
+
+
 def view(tid: str, lr: float, seed: int, score: float | None) -> TrialView:
     return TrialView(
         trial_id=tid,
@@ -208,14 +227,16 @@ def test_a_raced_random_search_draws_through_optunas_random_sampler():
 
 
 def test_a_config_due_before_the_reference_rose_is_judged_again_when_its_seed_is_due():
-    """Three configs end their first seed before any is fully raced: all are due. Once
-    one is raced to 100, the two that scored 10 and 5 do not run their second seeds."""
+    """Three configs end their first seed before any is fully raced: b (10) first, due;
+    a (100), due; c (5) trails both first seeds and ends. Once a is raced to 100, b does
+    not run its second seed."""
     searcher = searcher_of(spec({"seeds": 2}))
     firsts = {}
     for tid in ("a0", "b0", "c0"):
         firsts[tid] = values(searcher.suggest(tid))  # three at once
-    for tid, score in (("a0", 100.0), ("b0", 10.0), ("c0", 5.0)):
+    for tid, score in (("b0", 10.0), ("a0", 100.0), ("c0", 5.0)):
         finish(searcher, tid, score)
+    assert searcher.tuner_race.entries[2].ended  # c: below the best first seed, 100
     a1 = searcher.suggest("a1")
     assert values(a1) == firsts["a0"]
     assert a1[INDEX_KEY] == 1

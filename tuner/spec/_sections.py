@@ -115,7 +115,8 @@ class RaceSpec(_Model):
         le=10,
         description="The most seeds a config is trained on (its instances: seed, seed+1, "
         "...; every config's first instance has the same seed). A config runs its next "
-        "seed only while its mean score is at least the best fully raced config's mean; "
+        "seed only while its mean score is at least the best fully raced config's mean "
+        "(before any is, the best mean over the same seeds); "
         "the search ranks configs by their mean over the most seeds any config ran. Every "
         "instance is one of num_samples' trials.",
     )

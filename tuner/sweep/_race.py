@@ -3,9 +3,12 @@
 A config's instances are its trials on seeds seed, seed+1, ... (the same seeds for every
 config, so their first instances compare on one seed). A config runs its next seed only
 while the mean of its scores so far is at least the best fully raced config's mean
-(every seed run); a config that wins by a lucky seed meets its other seeds before it can
-be confirmed. The searcher (RacingOptunaSearch) runs a due config's next seed before it
-asks Optuna for a new one, and tells Optuna a config's mean once its race ends.
+(every seed run), or, before any config is fully raced, the best mean over the same
+seeds among the configs that ran them; a config that wins by a lucky seed meets its
+other seeds before it can be confirmed, and one whose first seed trails the best first
+seed does not spend the search's trials on its others while no race has finished.
+The searcher (RacingOptunaSearch) runs a due config's next seed before it asks Optuna
+for a new one, and tells Optuna a config's mean once its race ends.
 
 The search's ranking (`tuner.seed_stats.race_groups`) orders configs by how many seeds
 they ran without a failure, then by their mean: a config with fewer seeds than the
@@ -56,24 +59,30 @@ class Race:
     entries: list[RaceEntry] = field(default_factory=list)
     trials: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def reference(self, skip: int) -> float | None:
-        """The best mean among the configs that ran every seed (`skip`: the one judged)."""
-        full = [
-            mean_of(e.finished())
-            for i, e in enumerate(self.entries)
-            if i != skip and len(e.finished()) == self.seeds
-        ]
-        if not full:
+    def reference(self, skip: int, ran: int = 1) -> float | None:
+        """The best mean among the configs that ran every seed (`skip`: the one judged);
+        where none has, the best mean over the first `ran` seeds among the configs that
+        ran them all (the same seeds as the one judged); None where no config has."""
+        others = [e for i, e in enumerate(self.entries) if i != skip]
+        means = [mean_of(e.finished()) for e in others if len(e.finished()) == self.seeds]
+        if not means:
+            means = [
+                mean_of(e.finished()[:ran])
+                for e in others
+                if len(e.scores) >= ran and all(s is not None for s in e.scores[:ran])
+            ]
+        if not means:
             return None
-        return max(full) if self.mode == "max" else min(full)
+        return max(means) if self.mode == "max" else min(means)
 
     def keeps_racing(self, index: int) -> bool:
         """Whether entry `index` runs its next seed: every score so far finite, seeds
-        left, and its mean at least the reference (none yet: it races on)."""
+        left, and its mean at least the reference over as many seeds (none yet: it races
+        on)."""
         entry = self.entries[index]
         if any(s is None for s in entry.scores) or len(entry.scores) >= self.seeds:
             return False
-        reference = self.reference(index)
+        reference = self.reference(index, len(entry.scores))
         return reference is None or _at_least(mean_of(entry.finished()), reference, self.mode)
 
     def due(self) -> tuple[int | None, list[RaceEntry]]:
