@@ -73,3 +73,16 @@ def test_an_evaluation_objective_takes_the_default_final_evaluation():
     # without a budget there is no final evaluation: the objective is refused, named
     with pytest.raises(ValueError, match=r"objectives.*needs evaluation"):
         parse_spec(objectives_spec({"time_total_s": 60}))
+
+
+def test_an_evaluation_metrics_train_score_is_the_training_return_even_before_it_evaluated():
+    """Tune's history of a trial ranked by `evaluation/...`: train_score is the training
+    return under scope, whether or not the evaluation came (a trial stopped before it)."""
+    from tuner.sweep._summary import _curve_values
+
+    s = spec(stop={"timesteps_total": 1000}, metric=EVAL, scope="last")
+    train = "env_runners/episode_return_mean"
+    stopped = pd.DataFrame({train: [20.0, 30.0]})
+    assert _curve_values(s, stopped) == (None, None, None, 30.0)
+    ran = pd.DataFrame({train: [20.0, 30.0], EVAL: [None, 480.0]})
+    assert _curve_values(s, ran) == (480.0, 480.0, 480.0, 30.0)

@@ -131,23 +131,35 @@ def test_due_configs_run_best_mean_first_and_the_reference_is_a_full_race():
     assert not low.keeps_racing(1)  # every seed run
 
 
-def test_before_any_race_is_full_a_config_is_judged_on_the_same_seeds_as_the_best():
+def test_before_any_race_is_full_a_config_trailing_the_leader_waits_for_the_first_full_race():
     """No config has run all three seeds yet: a config whose first seed scored -500 does
-    not run two more while another config's first seed scored -112 (it did, before)."""
+    not run two more while another config's first seed scored -112 (it did, before); it
+    waits, and is judged against the first full race once there is one (the leader's
+    lucky first seed does not end it for good)."""
     race = Race(seeds=3, mode="max")
     race.entries = [
         RaceEntry({"lr": 1}, "a", [-112.0, -89.0], running=True),
         RaceEntry({"lr": 2}, "b", [-500.0], running=False),
         RaceEntry({"lr": 3}, "c", [-100.0], running=False),
     ]
-    assert race.reference(skip=1, ran=1) == -100.0  # the best first seed of a and c
-    assert not race.keeps_racing(1)
-    assert race.keeps_racing(2)  # -100 is at least a's -112
-    assert race.reference(skip=0, ran=2) is None  # no other config ran two seeds
-    assert race.keeps_racing(0)
+    assert race.leader(skip=1, ran=1) == -100.0  # the best first seed of a and c
+    assert race.verdict(1) == "wait"
+    assert race.verdict(2) == "next"  # -100 is at least a's -112
+    assert race.leader(skip=0, ran=2) is None  # no other config ran two seeds
+    assert race.verdict(0) == "next"
     race.entries.append(RaceEntry({"lr": 4}, "d", [], running=True))
     race.trials["d0"] = (3, 0)
-    assert race.finish("d0", -101.0) is race.entries[3]  # below c's -100: its race ends
+    assert race.finish("d0", -120.0) is None  # below the leader: d waits, not told yet
+    assert race.due() == (2, [])  # c runs its second seed; b and d wait
+    race.start("c1", 2)
+    assert not race.entries[3].ended
+    race.trials["a2"] = (0, 2)
+    race.entries[0].running = True
+    race.finish("a2", -400.0)  # a fully raced: mean -200.3
+    due, ended = race.due()
+    assert ended == [race.entries[1]]  # -500 trails the full race: ends
+    assert due == 3  # d's -120 keeps up with it: runs its second seed
+    assert race.leader(skip=1, ran=0) is None
 
 
 def view(tid: str, lr: float, seed: int, score: float | None) -> TrialView:
@@ -228,15 +240,15 @@ def test_a_raced_random_search_draws_through_optunas_random_sampler():
 
 def test_a_config_due_before_the_reference_rose_is_judged_again_when_its_seed_is_due():
     """Three configs end their first seed before any is fully raced: b (10) first, due;
-    a (100), due; c (5) trails both first seeds and ends. Once a is raced to 100, b does
-    not run its second seed."""
+    a (100), due; c (5) trails the leader and waits. a's mean is the best: it runs its
+    second seed first; once it is raced to 100, b and c trail the full race and end."""
     searcher = searcher_of(spec({"seeds": 2}))
     firsts = {}
     for tid in ("a0", "b0", "c0"):
         firsts[tid] = values(searcher.suggest(tid))  # three at once
     for tid, score in (("b0", 10.0), ("a0", 100.0), ("c0", 5.0)):
         finish(searcher, tid, score)
-    assert searcher.tuner_race.entries[2].ended  # c: below the best first seed, 100
+    assert not searcher.tuner_race.entries[2].ended  # c: below a's 100, waiting
     a1 = searcher.suggest("a1")
     assert values(a1) == firsts["a0"]
     assert a1[INDEX_KEY] == 1

@@ -116,7 +116,7 @@ class RaceSpec(_Model):
         description="The most seeds a config is trained on (its instances: seed, seed+1, "
         "...; every config's first instance has the same seed). A config runs its next "
         "seed only while its mean score is at least the best fully raced config's mean "
-        "(before any is, the best mean over the same seeds); "
+        "(before any is, one trailing the best mean over the same seeds waits for it); "
         "the search ranks configs by their mean over the most seeds any config ran. Every "
         "instance is one of num_samples' trials.",
     )

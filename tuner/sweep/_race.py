@@ -3,10 +3,10 @@
 A config's instances are its trials on seeds seed, seed+1, ... (the same seeds for every
 config, so their first instances compare on one seed). A config runs its next seed only
 while the mean of its scores so far is at least the best fully raced config's mean
-(every seed run), or, before any config is fully raced, the best mean over the same
-seeds among the configs that ran them; a config that wins by a lucky seed meets its
-other seeds before it can be confirmed, and one whose first seed trails the best first
-seed does not spend the search's trials on its others while no race has finished.
+(every seed run); a config that wins by a lucky seed meets its other seeds before it can
+be confirmed. Before any config is fully raced, a config whose mean trails the best mean
+over the same seeds waits (it is judged against the first full race), so it does not
+spend the search's trials on its other seeds while no race has finished.
 The searcher (RacingOptunaSearch) runs a due config's next seed before it asks Optuna
 for a new one, and tells Optuna a config's mean once its race ends.
 
@@ -24,6 +24,9 @@ from typing import Any
 def mean_of(scores: list[float]) -> float:
     """The mean of scores (at least one)."""
     return sum(scores) / len(scores)
+
+
+NEXT, WAIT, END = "next", "wait", "end"  # Race.verdict
 
 
 def _at_least(value: float, reference: float, mode: str) -> bool:
@@ -59,38 +62,56 @@ class Race:
     entries: list[RaceEntry] = field(default_factory=list)
     trials: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def reference(self, skip: int, ran: int = 1) -> float | None:
-        """The best mean among the configs that ran every seed (`skip`: the one judged);
-        where none has, the best mean over the first `ran` seeds among the configs that
-        ran them all (the same seeds as the one judged); None where no config has."""
-        others = [e for i, e in enumerate(self.entries) if i != skip]
-        means = [mean_of(e.finished()) for e in others if len(e.finished()) == self.seeds]
-        if not means:
-            means = [
-                mean_of(e.finished()[:ran])
-                for e in others
-                if len(e.scores) >= ran and all(s is not None for s in e.scores[:ran])
-            ]
+    def reference(self, skip: int) -> float | None:
+        """The best mean among the configs that ran every seed (`skip`: the one judged)."""
+        full = [
+            mean_of(e.finished())
+            for i, e in enumerate(self.entries)
+            if i != skip and len(e.finished()) == self.seeds
+        ]
+        if not full:
+            return None
+        return max(full) if self.mode == "max" else min(full)
+
+    def leader(self, skip: int, ran: int) -> float | None:
+        """Where no config ran every seed: the best mean over the first `ran` seeds among
+        the other configs that ran them (the same seeds as the one judged), else None."""
+        means = [
+            mean_of(e.finished()[:ran])
+            for i, e in enumerate(self.entries)
+            if i != skip and len(e.scores) >= ran >= 1 and None not in e.scores[:ran]
+        ]
         if not means:
             return None
         return max(means) if self.mode == "max" else min(means)
 
-    def keeps_racing(self, index: int) -> bool:
-        """Whether entry `index` runs its next seed: every score so far finite, seeds
-        left, and its mean at least the reference over as many seeds (none yet: it races
-        on)."""
+    def verdict(self, index: int) -> str:
+        """What entry `index` does next: `next` (run its next seed), `end` (a score that
+        is not finite, no seed left, or its mean below the best fully raced config's) or
+        `wait`: no config is fully raced yet and it trails the best on the same seeds, so
+        it is judged again against the first full race (a leader's lucky first seed
+        does not end it for good)."""
         entry = self.entries[index]
-        if any(s is None for s in entry.scores) or len(entry.scores) >= self.seeds:
-            return False
-        reference = self.reference(index, len(entry.scores))
-        return reference is None or _at_least(mean_of(entry.finished()), reference, self.mode)
+        if None in entry.scores or len(entry.scores) >= self.seeds:
+            return END
+        mean = mean_of(entry.finished())
+        reference = self.reference(index)
+        if reference is not None:
+            return NEXT if _at_least(mean, reference, self.mode) else END
+        leader = self.leader(index, len(entry.scores))
+        return NEXT if leader is None or _at_least(mean, leader, self.mode) else WAIT
+
+    def keeps_racing(self, index: int) -> bool:
+        """Whether entry `index` runs its next seed now (`verdict`)."""
+        return self.verdict(index) == NEXT
 
     def due(self) -> tuple[int | None, list[RaceEntry]]:
         """The entry whose next seed runs next, and the entries whose races end now.
 
-        Of the entries still racing and not running, each is judged again against the
-        reference as it is now (a config that kept up when its seed ended may trail a
-        config raced since): those that trail end; of the rest, the best mean runs next.
+        Of the entries still racing and not running, each is judged again as things are
+        now (a config that kept up when its seed ended may trail a config raced since):
+        those that trail a full race end, those that trail the leader before any full
+        race wait; of the rest, the best mean runs next.
 
         Returns:
             (its index, or None where none is due; the entries that ended).
@@ -100,9 +121,10 @@ class Race:
         for i, e in enumerate(self.entries):
             if e.ended or e.running:
                 continue
-            if self.keeps_racing(i):
+            verdict = self.verdict(i)
+            if verdict == NEXT:
                 due.append(i)
-            else:
+            elif verdict == END:
                 e.ended = True
                 ended.append(e)
         if not due:
@@ -129,7 +151,7 @@ class Race:
             entry.scores[seed_index] = score
         else:
             entry.scores.append(score)
-        if entry.ended or self.keeps_racing(index):
+        if entry.ended or self.verdict(index) != END:
             return None
         entry.ended = True
         return entry

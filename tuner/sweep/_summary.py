@@ -228,16 +228,16 @@ def _curve_values(
     and the training episodes' metric under scope (`training_metric`: for an
     `evaluation/...` metric its training counterpart); iterations without an episode
     carry the last value before they are ranked."""
-    if history is None or spec.metric not in history:
+    if history is None:
         return None, None, None, None
-    col = history[spec.metric].dropna()
-    if not len(col):
-        return None, None, None, None
-    peak = float(col.max() if spec.mode == "max" else col.min())
-    scoped = scope_value(_carried_column(history, spec.metric), spec.scope, spec.mode)
     train = scope_value(
         _carried_column(history, training_metric(spec.metric)), spec.scope, spec.mode
     )
+    col = history[spec.metric].dropna() if spec.metric in history else []
+    if not len(col):  # e.g. an evaluation metric of a trial stopped before it evaluated
+        return None, None, None, train
+    peak = float(col.max() if spec.mode == "max" else col.min())
+    scoped = scope_value(_carried_column(history, spec.metric), spec.scope, spec.mode)
     return peak, float(col.iloc[-1]), scoped, train
 
 

@@ -26,8 +26,9 @@ class Ranking:
     """How a trial's curve becomes the numbers the store shows beside it.
 
     As the sweep's summary computes them from Tune's history: the metric's last value
-    (carried over iterations without it), its peak, its value under scope
-    (`train_score`), the score trials are ranked by, and, with several objectives, each
+    (carried over iterations without it), its peak, the training episodes' metric under
+    scope (`train_score`: for an `evaluation/...` metric, the key without
+    `evaluation/`), the score trials are ranked by, and, with several objectives, each
     one's value under scope. Plain data: it travels pickled with the callback.
 
     Attributes:

@@ -133,8 +133,8 @@ def plan_spec(
 # how a raced search spends its trials (Plan.race, the docs' "Racing over seeds")
 RACE_RULE = (
     "a config runs its next seed while its mean score is at least the best fully raced "
-    "config's mean (before any is, the best mean over the same seeds); configs rank by "
-    "their mean over the most seeds any config ran"
+    "config's mean (before any is, one trailing the best mean over the same seeds waits "
+    "for it); configs rank by their mean over the most seeds any config ran"
 )
 
 

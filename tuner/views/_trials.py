@@ -36,8 +36,8 @@ class TrialView(_View):
     )
     train_score: float | None = Field(
         None,
-        description="The training metric (stochastic actions) under the spec's scope: "
-        "what the scheduler and the search saw every iteration.",
+        description="The training metric (stochastic actions) under the spec's scope; "
+        "for an `evaluation/...` metric, the same key of the training episodes.",
     )
     values: dict[str, float | None] | None = Field(
         None,
