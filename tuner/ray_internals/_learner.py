@@ -13,6 +13,8 @@ from typing import Any
 TARGET_UPDATE_SOURCE = "112cd41c8b490f39d5f54ea5efb18f5e32bd647c71409836cdca778566d0b876"
 # The same for Learner.update, whose one-batch path `single_batch_update` follows.
 LEARNER_UPDATE_SOURCE = "3881ea9242770af1f42fd8c9e17fc9d23941bbd0044f21b2ff78afc4ec3ff06c"
+# The same for TorchLearner._uncompiled_update, whose steps `lean_torch_update` takes.
+TORCH_UPDATE_SOURCE = "ecbe85f6afc95394c37cf6e55188b233ce8cc36c144e1cc709fc34daed2fc1e8"
 
 
 # --- a Learner's update ----------------------------------------------------------------------
@@ -42,11 +44,37 @@ def single_batch_update(learner: Any, batch: Any, timesteps: dict[str, Any]) -> 
     unknown = set(batch.policy_batches) - set(learner.module.keys())
     if unknown:
         raise ValueError(f"Batch contains ModuleIDs ({unknown}) that are not in this Learner!")
-    _, loss_per_module, _ = learner._update(batch.policy_batches)
+    lean = getattr(learner, "tuner_lean_update", None)
+    result = lean(batch.policy_batches) if lean is not None else None
+    _, loss_per_module, _ = result if result is not None else learner._update(batch.policy_batches)
     learner._log_steps_trained_metrics(batch)
     for module_id, loss in loss_per_module.items():
         learner.metrics.log_value(key=(module_id, learner.TOTAL_LOSS_KEY), value=loss, window=1)
     learner.after_gradient_based_update(timesteps=timesteps)
+
+
+def lean_torch_update(
+    learner: Any, batch: dict[Any, Any], forward_train: Callable[[dict[Any, Any]], Any]
+) -> tuple[Any, Any, dict[str, Any]]:
+    """TorchLearner._uncompiled_update (RLlib 2.60) of a Learner with one local copy
+    (no DDP), its forward pass `forward_train(batch)` in place of the module's: the same
+    steps in the same order (the off-policyness, the forward, the losses, the gradients,
+    their postprocessing and application).
+
+    Args:
+        learner: A torch Learner, built, not compiled, `num_learners` at most 1.
+        batch: The update's module batches, by module ID.
+        forward_train: What the module's `forward_train(batch)` returns, computed leanly.
+
+    Returns:
+        (forward outputs, losses by module, {}), as `_update` returns them.
+    """
+    learner._compute_off_policyness(batch)
+    fwd_out = forward_train(batch)
+    loss_per_module = learner.compute_losses(fwd_out=fwd_out, batch=batch)
+    gradients = learner.compute_gradients(loss_per_module)
+    learner.apply_gradients(learner.postprocess_gradients(gradients))
+    return fwd_out, loss_per_module, {}
 
 
 class DeferredOffPolicyness:

@@ -35,6 +35,7 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch
 from tuner.ray_internals import single_batch_update, update_then_reduce
 from tuner.rllib._lean_dqn import LeanDQNLoss
 from tuner.rllib._lean_ppo import lean_loss_on
+from tuner.rllib._lean_sac import LeanSACLoss
 from tuner.rllib._metrics_recorder import MetricsRecorder
 
 # True: an update of one tensor batch runs ray_internals.single_batch_update (RLlib's
@@ -143,8 +144,9 @@ class LeanDQNTorchLearner(DeferredUpdateMetrics, LeanDQNLoss, DQNTorchLearner):
     is computed without RLlib's per-update overhead (the same values)."""
 
 
-class LeanSACTorchLearner(DeferredUpdateMetrics, SACTorchLearner):
-    """SACTorchLearner whose update metrics are logged once per reduce (the same values)."""
+class LeanSACTorchLearner(DeferredUpdateMetrics, LeanSACLoss, SACTorchLearner):
+    """SACTorchLearner whose update metrics are logged once per reduce and whose update
+    is computed without RLlib's per-update overhead (the same values, _lean_sac.py)."""
 
 
 def lean_learner_class(config: Any, rllib_default: type) -> type:
