@@ -166,12 +166,11 @@ def test_discrete_actions_run_rllibs_update(monkeypatch):
 def test_what_the_lean_update_does_not_cover_runs_rllibs(monkeypatch, change):
     counts = _counting(monkeypatch)
     lean = _learner(None)
-    if change == "two learners":
-        monkeypatch.setattr(lean.config, "num_learners", 2, raising=False)
+    if change in ("two learners", "compiled"):
+        key = "num_learners" if change == "two learners" else "torch_compile_learner"
+        monkeypatch.setattr(lean.config, key, 2 if key == "num_learners" else True, raising=False)
         assert lean.tuner_lean_update(_batch(0).policy_batches) is None
-    elif change == "compiled":
-        monkeypatch.setattr(lean.config, "torch_compile_learner", True, raising=False)
-        assert lean.tuner_lean_update(_batch(0).policy_batches) is None
+        assert _lean_sac.lean_sac_module(lean, "default_policy") is None
     else:
         module = lean.module["default_policy"]
         own = type("OwnSACModule", (type(module),), {})

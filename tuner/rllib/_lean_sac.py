@@ -84,8 +84,12 @@ def lean_sac_module(learner: Any, module_id: Any) -> Any:
         module_id: The module's ID.
 
     Returns:
-        RLlib's own SAC torch module with Box actions, the Learner's only one; else None.
+        RLlib's own SAC torch module with Box actions, the Learner's only one, on a
+        Learner with one local copy and no compiled update; else None.
     """
+    config = learner.config
+    if config.num_learners > 1 or config.torch_compile_learner:
+        return None
     if len(learner.module.keys()) != 1:
         return None
     module = learner.module[module_id]
@@ -210,9 +214,6 @@ class LeanSACLoss:
         Returns:
             What TorchLearner's `_update` returns, or None.
         """
-        config = self.config  # type: ignore[attr-defined]
-        if config.num_learners > 1 or config.torch_compile_learner:
-            return None
         modules = {mid: lean_sac_module(self, mid) for mid in batch}
         if any(module is None for module in modules.values()):
             return None
