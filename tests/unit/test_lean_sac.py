@@ -6,6 +6,7 @@ one's own) runs RLlib's own update."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 
 import gymnasium as gym
@@ -159,50 +160,84 @@ def test_discrete_actions_run_rllibs_update(monkeypatch):
     assert counts == {"forward": 0, "backward": 0}
 
 
-@pytest.mark.parametrize(
-    "change",
-    ["two learners", "compiled", "own module"],
-)
-def test_what_the_lean_update_does_not_cover_runs_rllibs(monkeypatch, change):
-    counts = _counting(monkeypatch)
-    lean = _learner(None)
-    if change in ("two learners", "compiled"):
-        key = "num_learners" if change == "two learners" else "torch_compile_learner"
-        monkeypatch.setattr(lean.config, key, 2 if key == "num_learners" else True, raising=False)
-        assert lean.tuner_lean_update(_batch(0).policy_batches) is None
-        assert _lean_sac.lean_sac_module(lean, "default_policy") is None
-    else:
-        module = lean.module["default_policy"]
-        own = type("OwnSACModule", (type(module),), {})
-        monkeypatch.setattr(module, "__class__", own)
-        assert _lean_sac.lean_sac_module(lean, "default_policy") is None
-        results = lean.update(batch=_batch(0), timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: 100})
+def _masked(step: int) -> MultiAgentBatch:
+    batch = _batch(step)
+    module_batch = batch.policy_batches["default_policy"]
+    module_batch[Columns.LOSS_MASK] = torch.ones(len(module_batch[Columns.REWARDS]), dtype=bool)
+    return batch
+
+
+def _updated_alike(own, lean, batch: MultiAgentBatch) -> None:
+    """One update of each on the same batch and seed: the same weights after it."""
+    timesteps = {NUM_ENV_STEPS_SAMPLED_LIFETIME: 100}
+    for learner in (own, lean):
+        torch.manual_seed(1)
+        results = learner.update(batch=batch.copy(), timesteps=timesteps)
         assert "qf_loss" in results["default_policy"]
-    assert counts == {"forward": 0, "backward": 0}
+    own_state = own.module["default_policy"].state_dict()
+    lean_state = lean.module["default_policy"].state_dict()
+    for key in own_state:
+        assert torch.equal(own_state[key], lean_state[key]), key
 
 
-@pytest.mark.parametrize(
-    ("owner", "name", "pinned"),
-    [
-        ("module", "_forward_train_continuous", _lean_sac.SAC_FORWARD_SOURCE),
-        ("learner", "_compute_loss_for_module_continuous", _lean_sac.SAC_LOSS_SOURCE),
-        ("learner", "compute_gradients", _lean_sac.SAC_GRADIENTS_SOURCE),
-        ("torch learner", "_uncompiled_update", ray_internals.TORCH_UPDATE_SOURCE),
-    ],
-)
-def test_the_lean_sac_update_follows_the_installed_rllib(owner, name, pinned):
-    """A Ray whose SAC forward pass, loss, gradients or torch update step changed fails
-    here until tuner/rllib/_lean_sac.py (and ray_internals.lean_torch_update) is
-    checked against it again."""
-    from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import (
-        DefaultSACTorchRLModule,
+@pytest.mark.parametrize("change", ["compiled", "loss mask", "own module"])
+def test_what_the_lean_update_does_not_cover_runs_rllibs(monkeypatch, change):
+    """Each runs RLlib's own loss and backward passes (or its whole update) to the end,
+    and updates as RLlib's Learner does."""
+    counts = _counting(monkeypatch)
+    own, lean = _learner(MetricsOnlyLearner), _learner(None)
+    lean.module.set_state(own.module.get_state())
+    batch = _masked(0) if change == "loss mask" else _batch(0)
+    if change == "compiled":
+        monkeypatch.setattr(lean.config, "torch_compile_learner", True, raising=False)
+        assert lean.tuner_lean_update(batch.copy().policy_batches) is None
+    elif change == "own module":
+        module = lean.module["default_policy"]
+        monkeypatch.setattr(module, "__class__", type("OwnSACModule", (type(module),), {}))
+    if change != "loss mask":
+        assert _lean_sac.lean_sac_module(lean, "default_policy") is None
+    _updated_alike(own, lean, batch)
+    # the loss mask keeps the lean forward pass (RLlib's reads no mask), not the backward
+    assert counts == {"forward": int(change == "loss mask"), "backward": 0}
+
+
+def test_several_learners_run_rllibs_update(monkeypatch):
+    lean = _learner(None)
+    monkeypatch.setattr(lean.config, "num_learners", 2, raising=False)
+    assert lean.tuner_lean_update(_batch(0).policy_batches) is None
+    assert _lean_sac.lean_sac_module(lean, "default_policy") is None
+
+
+def test_a_lean_loss_whose_update_stopped_short_is_not_used_later():
+    """Losses kept by a lean loss whose update never reached its gradients (it raised)
+    are dropped by the next loss: a following update that falls back (a loss mask) makes
+    RLlib's update, not a backward pass of the old losses."""
+    own, lean = _learner(MetricsOnlyLearner), _learner(None)
+    lean.module.set_state(own.module.get_state())
+    old = _batch(9).policy_batches["default_policy"]
+    config = lean.config.get_config_for_module("default_policy")
+    fwd_out = lean.module["default_policy"].forward_train(old)
+    lean.compute_loss_for_module(
+        module_id="default_policy", config=config, batch=old, fwd_out=fwd_out
     )
+    assert lean.__dict__[_lean_sac.LOSSES]  # left behind
+    _updated_alike(own, lean, _masked(1))
+
+
+@pytest.mark.parametrize("name", sorted(_lean_sac.RLLIB_SOURCES))
+def test_the_lean_sac_update_follows_the_installed_rllib(name):
+    """A Ray whose SAC forward pass, loss, gradients or optimizers changed fails here
+    until tuner/rllib/_lean_sac.py is checked against it again."""
+    module, qualname = name.split("|")
+    owner, method = qualname.split(".")
+    source = inspect.getsource(getattr(getattr(importlib.import_module(module), owner), method))
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    assert digest == _lean_sac.RLLIB_SOURCES[name], f"{qualname} changed: check the lean SAC update"
+
+
+def test_the_lean_torch_update_follows_the_installed_rllib():
+    """ray_internals.lean_torch_update takes TorchLearner._uncompiled_update's steps."""
     from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
-    cls = {
-        "module": DefaultSACTorchRLModule,
-        "learner": SACTorchLearner,
-        "torch learner": TorchLearner,
-    }[owner]
-    digest = hashlib.sha256(inspect.getsource(getattr(cls, name)).encode()).hexdigest()
-    assert digest == pinned, f"{cls.__qualname__}.{name} changed: check the lean SAC update"
+    source = inspect.getsource(TorchLearner._uncompiled_update)
+    assert hashlib.sha256(source.encode()).hexdigest() == ray_internals.TORCH_UPDATE_SOURCE

@@ -18,7 +18,7 @@ each zeroing its optimizer first. Here, on the one-batch update of the flat repl
   Q-values are computed with the critics' parameters frozen, as RLlib computes them;
   the alpha loss's log-probabilities are detached), and a sum passes each loss the
   gradient 1, so every gradient is RLlib's bit for bit
-  (tests/unit/test_lean_metrics.py, update by update).
+  (tests/unit/test_lean_sac.py, update by update).
 
 Covered: one module (single agent), RLlib's own SAC torch module
 (`DefaultSACTorchRLModule`, our Q-encoder catalog or RLlib's), Box actions, a Learner
@@ -67,12 +67,22 @@ STAT_NAMES = (
     QF_MIN_KEY,
     TD_ERROR_MEAN_KEY,
 )
-# The sha256 of the sources this module computes as RLlib 2.60 does (a Ray whose code
-# changed fails tests/unit/test_lean_sac.py until it is checked again): the module's
-# continuous forward_train, the Learner's continuous loss and its gradients.
-SAC_FORWARD_SOURCE = "4ad2586cf6700687ea5633f22f931426831fbd9957fd1b75536a98d6e05736f3"
-SAC_LOSS_SOURCE = "9a5a9ffdbe23c71590432e585e9230ed82874ad579fc76ef0898383d332f0e70"
-SAC_GRADIENTS_SOURCE = "4bdcde0470e4c6082a5bea7ba9d5f7ba6431254758f65f16299319ad803ac6bf"
+# The sha256 of each RLlib 2.60 source this module computes as RLlib does, or relies on
+# (one optimizer per loss, over disjoint parameters), by "module|Class.method": a Ray
+# whose code changed fails tests/unit/test_lean_sac.py until it is checked again.
+RLLIB_SOURCES = {
+    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module|DefaultSACTorchRLModule._forward_train": "f4a6a88dbca29cd88e95792308a3163b7369dbb862b0854a8df4cfb5ca1121e8",
+    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module|DefaultSACTorchRLModule._forward_train_continuous": "4ad2586cf6700687ea5633f22f931426831fbd9957fd1b75536a98d6e05736f3",
+    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module|DefaultSACTorchRLModule._qf_forward_train_helper": "4b957cd27db81662a61384bd891bd44ec61483d994bf75e9aa4716f262f1e2ae",
+    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module|DefaultSACTorchRLModule.compute_q_values": "13465b0412e7b38863237781e927d0372f9392dd55eb244b891e9577273de680",
+    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module|DefaultSACTorchRLModule.forward_target": "02e529211d8cd3c64a293c46428220eabc01eeef85912fc1d318fd8c208357e7",
+    "ray.rllib.core.rl_module.torch.torch_rl_module|TorchRLModule.forward_train": "a46fd3d6beb0842923ece169d6cd8630e400d7023b2280724c62b17e8b166c09",
+    "ray.rllib.core.rl_module.rl_module|RLModule.forward_train": "7a7159035dccc09e0a1c4d90f6bb8b2db70c50ccd5c380e0fa22ba970362a206",
+    "ray.rllib.algorithms.sac.torch.sac_torch_learner|SACTorchLearner.compute_loss_for_module": "ebfc18f8fdd4bbb7c453d9c957573b3c59f64735517c36c0f64defccb0b9cb7a",
+    "ray.rllib.algorithms.sac.torch.sac_torch_learner|SACTorchLearner._compute_loss_for_module_continuous": "9a5a9ffdbe23c71590432e585e9230ed82874ad579fc76ef0898383d332f0e70",
+    "ray.rllib.algorithms.sac.torch.sac_torch_learner|SACTorchLearner.compute_gradients": "4bdcde0470e4c6082a5bea7ba9d5f7ba6431254758f65f16299319ad803ac6bf",
+    "ray.rllib.algorithms.sac.torch.sac_torch_learner|SACTorchLearner.configure_optimizers_for_module": "09211f06cf708ff18656c37f37e553c9128f2b0de14289a2d88f356159fddfc6",
+}
 LOSSES = "_tuner_sac_losses"  # the Learner's __dict__ key: this update's losses by module
 
 
@@ -113,17 +123,19 @@ def sac_forward_train(module: Any, batch: dict[str, Any]) -> dict[str, Any]:
     Returns:
         The outputs RLlib's loss reads (Q-values, log-probabilities, targets).
     """
-    if not module.training:
-        module.train()
+    module.train()  # as RLlib's forward_train (_lean_modes.py: at once where it is)
     obs, next_obs = batch[Columns.OBS], batch[Columns.NEXT_OBS]
-    logits = module.pi(module.pi_encoder({Columns.OBS: obs})[ENCODER_OUT])
+    encoded = module.pi_encoder({Columns.OBS: obs})[ENCODER_OUT]
     with torch.no_grad():  # RLlib detaches everything of the next state
-        logits_next = module.pi(module.pi_encoder({Columns.OBS: next_obs})[ENCODER_OUT])
+        encoded_next = module.pi_encoder({Columns.OBS: next_obs})[ENCODER_OUT]
     output = {QF_PREDS: q_values(module.qf_encoder, module.qf, obs, batch[Columns.ACTIONS])}
     if module.twin_q:
         output[QF_TWIN_PREDS] = q_values(
             module.qf_twin_encoder, module.qf_twin, obs, batch[Columns.ACTIONS]
         )
+    logits = module.pi(encoded)
+    with torch.no_grad():
+        logits_next = module.pi(encoded_next)
     dist_class = module.get_train_action_dist_cls()
     actions, output["logp_resampled"] = dist_class.from_logits(logits).rsample_and_logp()
     with torch.no_grad():
@@ -237,12 +249,13 @@ class LeanSACLoss:
         Returns:
             The total loss.
         """
+        kept = self.__dict__.setdefault(LOSSES, {})
+        kept.pop(module_id, None)  # none of an update that did not reach its gradients
         if lean_sac_module(self, module_id) is None or Columns.LOSS_MASK in batch:
             return super().compute_loss_for_module(  # type: ignore[misc]
                 module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
             )
         losses, row, td_error = sac_losses(self, module_id, config, batch, fwd_out)
-        self.__dict__.setdefault(LOSSES, {})[module_id] = losses
         names = STAT_NAMES + ((QF_TWIN_LOSS_KEY,) if config.twin_q else ())
         metrics = self.metrics  # type: ignore[attr-defined]
         log_row = getattr(metrics, "log_row", None)
@@ -252,6 +265,7 @@ class LeanSACLoss:
             metrics.log_dict(dict(zip(names, row, strict=True)), key=module_id, window=1)
         else:
             log_row(module_id, names, row)
+        kept[module_id] = losses
         total = losses[POLICY_LOSS_KEY] + losses[QF_LOSS_KEY] + losses["alpha_loss"]
         return total + losses[QF_TWIN_LOSS_KEY] if config.twin_q else total
 
