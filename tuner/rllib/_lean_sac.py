@@ -68,20 +68,47 @@ STAT_NAMES = (
     TD_ERROR_MEAN_KEY,
 )
 # The sha256 of each RLlib 2.60 source this module computes as RLlib does, or relies on
-# (one optimizer per loss, over disjoint parameters), by "module|Class.method": a Ray
+# (one optimizer per loss, over disjoint parameters), by "Class.method": a Ray
 # whose code changed fails tests/unit/test_lean_sac.py until it is checked again.
 RLLIB_SOURCES = {
-    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module|DefaultSACTorchRLModule._forward_train": "f4a6a88dbca29cd88e95792308a3163b7369dbb862b0854a8df4cfb5ca1121e8",
-    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module|DefaultSACTorchRLModule._forward_train_continuous": "4ad2586cf6700687ea5633f22f931426831fbd9957fd1b75536a98d6e05736f3",
-    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module|DefaultSACTorchRLModule._qf_forward_train_helper": "4b957cd27db81662a61384bd891bd44ec61483d994bf75e9aa4716f262f1e2ae",
-    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module|DefaultSACTorchRLModule.compute_q_values": "13465b0412e7b38863237781e927d0372f9392dd55eb244b891e9577273de680",
-    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module|DefaultSACTorchRLModule.forward_target": "02e529211d8cd3c64a293c46428220eabc01eeef85912fc1d318fd8c208357e7",
-    "ray.rllib.core.rl_module.torch.torch_rl_module|TorchRLModule.forward_train": "a46fd3d6beb0842923ece169d6cd8630e400d7023b2280724c62b17e8b166c09",
-    "ray.rllib.core.rl_module.rl_module|RLModule.forward_train": "7a7159035dccc09e0a1c4d90f6bb8b2db70c50ccd5c380e0fa22ba970362a206",
-    "ray.rllib.algorithms.sac.torch.sac_torch_learner|SACTorchLearner.compute_loss_for_module": "ebfc18f8fdd4bbb7c453d9c957573b3c59f64735517c36c0f64defccb0b9cb7a",
-    "ray.rllib.algorithms.sac.torch.sac_torch_learner|SACTorchLearner._compute_loss_for_module_continuous": "9a5a9ffdbe23c71590432e585e9230ed82874ad579fc76ef0898383d332f0e70",
-    "ray.rllib.algorithms.sac.torch.sac_torch_learner|SACTorchLearner.compute_gradients": "4bdcde0470e4c6082a5bea7ba9d5f7ba6431254758f65f16299319ad803ac6bf",
-    "ray.rllib.algorithms.sac.torch.sac_torch_learner|SACTorchLearner.configure_optimizers_for_module": "09211f06cf708ff18656c37f37e553c9128f2b0de14289a2d88f356159fddfc6",
+    "DefaultSACTorchRLModule._forward_train": (
+        "f4a6a88dbca29cd88e95792308a3163b7369dbb862b0854a8df4cfb5ca1121e8"
+    ),
+    "DefaultSACTorchRLModule._forward_train_continuous": (
+        "4ad2586cf6700687ea5633f22f931426831fbd9957fd1b75536a98d6e05736f3"
+    ),
+    "DefaultSACTorchRLModule._qf_forward_train_helper": (
+        "4b957cd27db81662a61384bd891bd44ec61483d994bf75e9aa4716f262f1e2ae"
+    ),
+    "DefaultSACTorchRLModule.compute_q_values": (
+        "13465b0412e7b38863237781e927d0372f9392dd55eb244b891e9577273de680"
+    ),
+    "DefaultSACTorchRLModule.forward_target": (
+        "02e529211d8cd3c64a293c46428220eabc01eeef85912fc1d318fd8c208357e7"
+    ),
+    "TorchRLModule.forward_train": (
+        "a46fd3d6beb0842923ece169d6cd8630e400d7023b2280724c62b17e8b166c09"
+    ),
+    "RLModule.forward_train": "7a7159035dccc09e0a1c4d90f6bb8b2db70c50ccd5c380e0fa22ba970362a206",
+    "SACTorchLearner.compute_loss_for_module": (
+        "ebfc18f8fdd4bbb7c453d9c957573b3c59f64735517c36c0f64defccb0b9cb7a"
+    ),
+    "SACTorchLearner._compute_loss_for_module_continuous": (
+        "9a5a9ffdbe23c71590432e585e9230ed82874ad579fc76ef0898383d332f0e70"
+    ),
+    "SACTorchLearner.compute_gradients": (
+        "4bdcde0470e4c6082a5bea7ba9d5f7ba6431254758f65f16299319ad803ac6bf"
+    ),
+    "SACTorchLearner.configure_optimizers_for_module": (
+        "09211f06cf708ff18656c37f37e553c9128f2b0de14289a2d88f356159fddfc6"
+    ),
+}
+# where each class of RLLIB_SOURCES lives
+RLLIB_MODULES = {
+    "DefaultSACTorchRLModule": "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module",
+    "TorchRLModule": "ray.rllib.core.rl_module.torch.torch_rl_module",
+    "RLModule": "ray.rllib.core.rl_module.rl_module",
+    "SACTorchLearner": "ray.rllib.algorithms.sac.torch.sac_torch_learner",
 }
 LOSSES = "_tuner_sac_losses"  # the Learner's __dict__ key: this update's losses by module
 
