@@ -13,6 +13,7 @@ from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
+from tests.lean_compare import assert_reported_alike
 from tuner.rllib import build_config
 from tuner.rllib._lean_metrics import MetricsRecorder
 from tuner.spec import parse_spec
@@ -270,16 +271,9 @@ def test_update_by_update_the_lean_learner_is_rllibs(monkeypatch, algorithm, as_
             batch = _as_tensors(batch) if as_tensors else batch
             results.append(learner.update(batch=batch, timesteps=timesteps))
         reported = [_reported(r) for r in results]
-        assert reported[0].keys() == reported[1].keys()
         assert ("default_policy", "qf_loss") in reported[0]
         assert ("__all_modules__", "num_env_steps_trained_lifetime") in reported[0]
-        for key, value in reported[0].items():
-            # one update's stat: its value exactly (a float32 tensor's, as a number)
-            theirs, ours = (
-                torch.as_tensor(value).double(),
-                torch.as_tensor(reported[1][key]).double(),
-            )
-            torch.testing.assert_close(ours, theirs, rtol=0, atol=0, equal_nan=True, msg=key)
+        assert_reported_alike(reported[0], reported[1])
     assert len(one_batch) == (4 if as_tensors else 0)
     own_state = own.module["default_policy"].state_dict()
     lean_state = lean.module["default_policy"].state_dict()

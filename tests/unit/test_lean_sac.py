@@ -18,6 +18,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
+from tests.lean_compare import assert_reported_alike
 from tuner import ray_internals
 from tuner.rllib import _lean_sac, build_config
 from tuner.rllib._lean_metrics import DeferredUpdateMetrics, LeanSACTorchLearner
@@ -103,17 +104,8 @@ def test_update_by_update_the_lean_sac_update_is_rllibs(monkeypatch, twin_q, q_e
             torch.manual_seed(step)  # SAC samples its actions in the loss
             results.append(learner.update(batch=_batch(step), timesteps=timesteps))
         theirs, ours = (_reported(r) for r in results)
-        assert ours.keys() == theirs.keys()
         assert (("default_policy", "qf_twin_loss") in ours) is twin_q
-        for key, value in theirs.items():
-            torch.testing.assert_close(
-                torch.as_tensor(ours[key]).double(),
-                torch.as_tensor(value).double(),
-                rtol=0,
-                atol=0,
-                equal_nan=True,  # a stat no update logged reports NaN on both sides
-                msg=str(key),
-            )
+        assert_reported_alike(theirs, ours)
     assert counts == {"forward": 5, "backward": 5}
     own_state = own.module["default_policy"].state_dict()
     lean_state = lean.module["default_policy"].state_dict()

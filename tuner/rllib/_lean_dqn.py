@@ -92,6 +92,35 @@ def dqn_td_loss(
     return total_loss, q_selected, td_error
 
 
+def log_loss_stats(
+    metrics: Any,
+    module_id: Any,
+    names: tuple[str, ...],
+    stats: tuple[torch.Tensor, ...] | list[torch.Tensor],
+    td_error: torch.Tensor,
+) -> None:
+    """Logs a lean loss's TD errors (an item series) and its window=1 stats as RLlib's
+    loss logs them: to the real MetricsLogger call by call, to an update's
+    MetricsRecorder as one row (the TD errors only where it keeps them).
+
+    Args:
+        metrics: The Learner's MetricsLogger, or the MetricsRecorder of its update.
+        module_id: The module's ID (the stats' key prefix).
+        names: The stats' names, in RLlib's order.
+        stats: Their values, 0-d tensors, detached.
+        td_error: The absolute TD errors, detached.
+    """
+    log_row = getattr(metrics, "log_row", None)
+    if log_row is None:  # the real MetricsLogger (outside a recorded update)
+        metrics.log_value(key=(module_id, TD_ERROR_KEY), value=td_error, reduce="item_series")
+        metrics.log_dict(dict(zip(names, stats, strict=True)), key=module_id, window=1)
+        return
+    if TD_ERROR_KEY not in metrics.drop:
+        metrics.log_value(key=(module_id, TD_ERROR_KEY), value=td_error, reduce="item_series")
+    with torch.no_grad():
+        log_row(module_id, names, torch.stack(list(stats)))
+
+
 class LeanDQNLoss:
     """Mixin for DQNTorchLearner: its loss computed and logged leanly where it covers
     the config and batch (`lean_dqn_loss_covers`), RLlib's own otherwise."""
@@ -119,13 +148,5 @@ class LeanDQNLoss:
         with torch.no_grad():  # the values RLlib logs (detached), without their graph
             q_min, q_max = torch.aminmax(q_selected)
             stats = (total_loss, torch.mean(q_selected), q_max, q_min, torch.mean(td_error))
-        log_row = getattr(metrics, "log_row", None)
-        if log_row is None:  # the real MetricsLogger (outside a recorded update)
-            metrics.log_value(key=(module_id, TD_ERROR_KEY), value=td_error, reduce="item_series")
-            metrics.log_dict(dict(zip(STAT_NAMES, stats, strict=True)), key=module_id, window=1)
-            return total_loss
-        if TD_ERROR_KEY not in metrics.drop:
-            metrics.log_value(key=(module_id, TD_ERROR_KEY), value=td_error, reduce="item_series")
-        with torch.no_grad():
-            log_row(module_id, STAT_NAMES, torch.stack(stats))
+        log_loss_stats(metrics, module_id, STAT_NAMES, stats, td_error)
         return total_loss

@@ -49,9 +49,10 @@ from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSA
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.models.base import ENCODER_OUT
-from ray.rllib.utils.metrics import ALL_MODULES, TD_ERROR_KEY
+from ray.rllib.utils.metrics import ALL_MODULES
 
 from tuner.ray_internals import lean_torch_update
+from tuner.rllib._lean_dqn import log_loss_stats
 
 # the window=1 stats RLlib's loss logs per update, in its order (the twin loss last)
 STAT_NAMES = (
@@ -187,11 +188,11 @@ def sac_forward_train(module: Any, batch: dict[str, Any]) -> dict[str, Any]:
 
 def sac_losses(
     learner: Any, module_id: Any, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
-) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+) -> tuple[dict[str, torch.Tensor], list[torch.Tensor], torch.Tensor]:
     """RLlib 2.60's continuous SAC losses: the same ops, in the same order.
 
     Returns:
-        (the losses by name, the stats' row as RLlib logs them, the absolute TD errors).
+        (the losses by name, the stats RLlib logs, in its order, the absolute TD errors).
     """
     log_alpha = learner.curr_log_alpha[module_id]
     alpha = torch.exp(log_alpha)
@@ -235,8 +236,8 @@ def sac_losses(
         ]
         if config.twin_q:
             stats.append(losses[QF_TWIN_LOSS_KEY])
-        row = torch.stack([s.detach() for s in stats])
-    return losses, row, td_error
+        stats = [stat.detach() for stat in stats]
+    return losses, stats, td_error
 
 
 class LeanSACLoss:
@@ -282,16 +283,9 @@ class LeanSACLoss:
             return super().compute_loss_for_module(  # type: ignore[misc]
                 module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
             )
-        losses, row, td_error = sac_losses(self, module_id, config, batch, fwd_out)
+        losses, stats, td_error = sac_losses(self, module_id, config, batch, fwd_out)
         names = STAT_NAMES + ((QF_TWIN_LOSS_KEY,) if config.twin_q else ())
-        metrics = self.metrics  # type: ignore[attr-defined]
-        log_row = getattr(metrics, "log_row", None)
-        if log_row is None or TD_ERROR_KEY not in metrics.drop:
-            metrics.log_value(key=(module_id, TD_ERROR_KEY), value=td_error, reduce="item_series")
-        if log_row is None:  # the real MetricsLogger (outside a recorded update)
-            metrics.log_dict(dict(zip(names, row, strict=True)), key=module_id, window=1)
-        else:
-            log_row(module_id, names, row)
+        log_loss_stats(self.metrics, module_id, names, stats, td_error)  # type: ignore[attr-defined]
         kept[module_id] = losses
         total = losses[POLICY_LOSS_KEY] + losses[QF_LOSS_KEY] + losses["alpha_loss"]
         return total + losses[QF_TWIN_LOSS_KEY] if config.twin_q else total
