@@ -196,14 +196,18 @@ def report(name: str, anchor: Anchor, result: dict[str, Any], arm: str) -> None:
     ci = confirmed.get("ci95") or [None, None]
     note = f" ({anchor.note})" if anchor.note else ""
     gap = mean - anchor.score if mean is not None else None
+    scores = confirmed.get("scores") or []
+    scored = sum(score is not None for score in scores)
+    # a confirmation stopped before its last seed: its mean is not the task's answer
+    partial = f"  PARTIAL: {scored} of {len(scores)} seeds" if scored < len(scores) else ""
     print(
         f"{name:<16} {arm:<5} mean {fmt(mean):>7} [{fmt(ci[0])}, {fmt(ci[1])}] "
         f"IQM {fmt(iqm):>7}  anchor {anchor.score:>7.1f}{note}"
         f"  gap {fmt(gap):>7}  search {result['wall_search']:.0f} s, confirmation "
-        f"{fmt(result['wall_confirm'])} s  scores {confirmed.get('scores')}"
+        f"{fmt(result['wall_confirm'])} s  scores {confirmed.get('scores')}{partial}"
     )
     print(f"  config {json.dumps(best.get('config'))}")
-    if gap is not None:
+    if gap is not None and not partial:
         print(f"RATIO anchors.{name}.{arm}.gap = {gap:.1f}")
 
 
