@@ -199,3 +199,43 @@ def test_an_iteration_that_runs_for_a_minimum_time_is_not_guessed():
     # depends on the machine, so no warning claims one
     stop = {"timesteps_total": 50_000, "training_iteration": 20}
     assert _warnings({}, stop, {"lr": 1e-3}, algorithm="SAC") == []
+
+
+def _evaluated(interval: int, stop: dict, scheduler: dict | None = None) -> list[str]:
+    from tuner.validation._issues import scheduler_warnings
+
+    spec = parse_spec(
+        {
+            "name": "s",
+            "algorithm": "PPO",
+            "env": "CartPole-v1",
+            "config": {"train_batch_size_per_learner": 1000},
+            "metric": "evaluation/env_runners/episode_return_mean",
+            "evaluation": {"interval": interval},
+            "search": {"num_samples": 8},
+            "scheduler": README_ASHA if scheduler is None else scheduler,
+            "stop": stop,
+        }
+    )
+    return scheduler_warnings(spec, resolve_space(spec))
+
+
+def test_an_evaluation_interval_past_the_budget_is_named():
+    # 50 iterations of 1,000 env steps: an interval of 50 evaluates at the end only, so
+    # ASHA never sees the metric before then and stops nothing early
+    (warning,) = _evaluated(50, {"timesteps_total": 50_000})
+    assert warning.startswith("evaluation.interval (50): the first evaluation comes at")
+    assert "50000 env steps or more" in warning
+    assert "asha never sees evaluation/env_runners/episode_return_mean" in warning
+    assert _evaluated(49, {"timesteps_total": 50_000}) == []
+
+
+def test_an_evaluation_interval_is_counted_in_iterations_for_an_iteration_budget():
+    stop = {"training_iteration": 20}
+    (warning,) = _evaluated(20, stop, {"type": "median"})
+    assert "stop.training_iteration (20 iterations)" in warning
+    assert _evaluated(10, stop, {"type": "median"}) == []
+
+
+def test_fifo_is_not_warned_about_an_evaluation_interval():
+    assert _evaluated(50, {"timesteps_total": 50_000}, {}) == []

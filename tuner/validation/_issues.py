@@ -15,6 +15,7 @@ from typing import Any
 
 from tuner import algorithms as registry
 from tuner.mlflow_names import ITERATION_KEY, STEP_KEY
+from tuner.results import EVALUATION_PREFIX
 from tuner.rllib import (
     MODEL_PREFIX,
     Q_ENCODER,
@@ -37,6 +38,7 @@ from tuner.spec import (
     module_allowed,
     number_setting_issues,
     resolved_scheduler,
+    scheduler_metric,
 )
 
 # Spec sections own these; setting them under `config` would fight the spec.
@@ -350,6 +352,9 @@ def scheduler_warnings(spec: ExperimentSpec, space: dict[str, Domain]) -> list[s
     short = _iterations_cut_steps(spec, space)
     if short:
         out.append(short)
+    late = _evaluation_after_budget(spec, space, sched)
+    if late:
+        out.append(late)
     return out
 
 
@@ -434,6 +439,34 @@ def _iterations_cut_steps(spec: ExperimentSpec, space: dict[str, Domain]) -> str
         f"stop.training_iteration ({stop.training_iteration}) ends {some} at {about}"
         f"{reach:g} env steps, short of stop.timesteps_total ({stop.timesteps_total}): "
         f"at {per_iteration:g} env steps an iteration ({key}) it needs {need} iterations"
+    )
+
+
+def _evaluation_after_budget(
+    spec: ExperimentSpec, space: dict[str, Domain], sched: SchedulerSpec
+) -> str | None:
+    """A warning where the scheduler judges an evaluation metric no trial reports before
+    its budget's end (Tune's schedulers skip a result without their metric)."""
+    interval = spec.evaluation.interval
+    stopping = sched.halving or sched.type == "median"
+    if not (stopping and interval and scheduler_metric(spec).startswith(EVALUATION_PREFIX)):
+        return None
+    unit = sched.time_attr or ITERATION_KEY
+    budget = budget_in(spec, unit)
+    per_iteration: Any = 1
+    if unit == STEP_KEY:
+        per_iteration, _, _ = _steps_per_iteration(spec, space)
+    first = interval * (per_iteration or 0)
+    if not budget or first < budget or unit not in (STEP_KEY, ITERATION_KEY):
+        return None
+    field, words = _BUDGETS[unit]
+    at = "" if unit == ITERATION_KEY else f", {first:g} env steps or more"
+    return (
+        f"evaluation.interval ({interval}): the first evaluation comes at iteration "
+        f"{interval}{at}, not before the budget's end, {field} ({budget:g} {words}), so "
+        f"{sched.type} never sees {spec.metric} in time and stops no trial early: lower "
+        "evaluation.interval, or leave it out (the scheduler then judges the training "
+        "return and the final evaluation still ranks)"
     )
 
 
