@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from ray.tune.schedulers import MedianStoppingRule
 
@@ -127,7 +129,7 @@ def test_the_plan_shows_the_scheduler_in_force_and_what_was_derived():
 
 
 def _warnings(
-    scheduler: dict, stop: dict, config: dict | None = None, algorithm: str = "PPO"
+    scheduler: dict, stop: dict, config: dict | None = None, algorithm: str = "PPO", **fields: Any
 ) -> list[str]:
     from tuner.validation._issues import scheduler_warnings
 
@@ -140,6 +142,7 @@ def _warnings(
             "search": {"num_samples": 8},
             "scheduler": scheduler,
             "stop": stop,
+            **fields,
         }
     )
     return scheduler_warnings(spec, resolve_space(spec))
@@ -202,22 +205,14 @@ def test_an_iteration_that_runs_for_a_minimum_time_is_not_guessed():
 
 
 def _evaluated(interval: int, stop: dict, scheduler: dict | None = None) -> list[str]:
-    from tuner.validation._issues import scheduler_warnings
-
-    spec = parse_spec(
-        {
-            "name": "s",
-            "algorithm": "PPO",
-            "env": "CartPole-v1",
-            "config": {"train_batch_size_per_learner": 1000},
-            "metric": "evaluation/env_runners/episode_return_mean",
-            "evaluation": {"interval": interval},
-            "search": {"num_samples": 8},
-            "scheduler": README_ASHA if scheduler is None else scheduler,
-            "stop": stop,
-        }
+    """A PPO sweep ranked by an evaluation metric, evaluated every `interval` iterations."""
+    return _warnings(
+        README_ASHA if scheduler is None else scheduler,
+        stop,
+        {"train_batch_size_per_learner": 1000},
+        metric="evaluation/env_runners/episode_return_mean",
+        evaluation={"interval": interval},
     )
-    return scheduler_warnings(spec, resolve_space(spec))
 
 
 def test_an_evaluation_interval_past_the_budget_is_named():
