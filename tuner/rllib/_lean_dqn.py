@@ -15,6 +15,20 @@ an autograd graph (they are logged detached).
 
 Covered: a scalar Q-head (`num_atoms: 1`), with or without double Q, Huber or MSE, no
 loss mask (no sequences). A distributional head or a masked batch runs RLlib's own loss.
+
+The forward pass of a double-Q update (`tuner_lean_update`, called by
+ray_internals.single_batch_update on the flat replay path): RLlib's `_forward_train`
+runs the online network once on the observations and the next observations stacked, with
+an autograd graph for both halves, though its loss reads the next half only through an
+argmax; the backward pass then multiplies out the zero gradients of that half, the
+learner's largest matrix products at twice the rows (a LunarLander update of batch 128 on
+[256, 256]: about a sixth of it). Here the online network runs on the observations with
+the graph, on the next observations without it, and the target network without it (its
+parameters need no gradient): the same values row for row (a row's product does not
+depend on the rows beside it), so the same loss, gradients and weights
+(tests/unit/test_lean_dqn.py, update by update). Covered: RLlib's own DQN torch module
+(`DefaultDQNTorchRLModule`) with double Q and a scalar head, stateless, on a Learner with
+one local copy and no compiled update; anything else runs RLlib's forward pass.
 """
 
 from __future__ import annotations
@@ -32,11 +46,36 @@ from ray.rllib.algorithms.dqn.dqn_learner import (
     QF_TARGET_NEXT_PREDS,
     TD_ERROR_MEAN_KEY,
 )
+from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.metrics import TD_ERROR_KEY
 
+from tuner.ray_internals import lean_torch_update
+
 # the window=1 stats RLlib's loss logs per update, in its order
 STAT_NAMES = (QF_LOSS_KEY, QF_MEAN_KEY, QF_MAX_KEY, QF_MIN_KEY, TD_ERROR_MEAN_KEY)
+# The sha256 of each RLlib 2.60 source the lean forward pass computes as RLlib does, by
+# "Class.method": a Ray whose code changed fails tests/unit/test_lean_dqn.py until it is
+# checked again (RLModule.forward_train and TorchRLModule.forward_train: _lean_sac.py's).
+RLLIB_SOURCES = {
+    "DefaultDQNTorchRLModule._forward_train": (
+        "fc91c8e47e68ad8f4a2d2efbabca30e273b91956fc189bb74790a45489fc4b78"
+    ),
+    "DefaultDQNTorchRLModule._qf_forward_helper": (
+        "1efe0f23946808dec2f1535c22196e3356e884c8175547b4b4034dfcd40b83ab"
+    ),
+    "DefaultDQNRLModule.compute_q_values": (
+        "6a7226c4aa0cc319ff14b0b76f10d11471c69fdbae9a82fff6b34f6e7f4ed355"
+    ),
+    "DefaultDQNRLModule.forward_target": (
+        "7d67ca83e5d89c5b1a6c1dccd041b975cc7fb344fdc3177a692f1f8107942135"
+    ),
+}
+# where each class of RLLIB_SOURCES lives
+RLLIB_MODULES = {
+    "DefaultDQNTorchRLModule": "ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module",
+    "DefaultDQNRLModule": "ray.rllib.algorithms.dqn.default_dqn_rl_module",
+}
 
 
 def lean_dqn_loss_covers(config: Any, batch: dict[str, Any]) -> bool:
@@ -92,6 +131,47 @@ def dqn_td_loss(
     return total_loss, q_selected, td_error
 
 
+def lean_dqn_module(learner: Any, module_id: Any) -> Any:
+    """The module the lean forward pass covers, else None.
+
+    Args:
+        learner: A DQN torch Learner.
+        module_id: The module's ID.
+
+    Returns:
+        RLlib's own DQN torch module with double Q and a scalar head, on a Learner with
+        one local copy and no compiled update; else None (a batch with states is
+        refused by `tuner_lean_update`).
+    """
+    config = learner.config
+    if config.num_learners > 1 or config.torch_compile_learner:
+        return None
+    module = learner.module[module_id]
+    if type(module) is not DefaultDQNTorchRLModule or module.inference_only:
+        return None
+    return module if module.uses_double_q and module.num_atoms == 1 else None
+
+
+def dqn_forward_train(module: Any, batch: dict[str, Any]) -> dict[str, Any]:
+    """RLlib 2.60's double-Q forward_train of a scalar head, the next observations'
+    passes without an autograd graph: the same outputs.
+
+    Args:
+        module: RLlib's DQN torch module (double Q, scalar head).
+        batch: Its train batch, stateless.
+
+    Returns:
+        The Q-values, the online net's of the next observations and the target net's.
+    """
+    module.train()  # as RLlib's forward_train (_lean_modes.py: at once where it is)
+    next_obs = {Columns.OBS: batch[Columns.NEXT_OBS]}
+    output = {QF_PREDS: module.compute_q_values({Columns.OBS: batch[Columns.OBS]})[QF_PREDS]}
+    with torch.no_grad():  # read through an argmax and as the target: no gradient
+        output[QF_NEXT_PREDS] = module.compute_q_values(next_obs)[QF_PREDS]
+        output[QF_TARGET_NEXT_PREDS] = module.forward_target(next_obs)[QF_PREDS]
+    return output
+
+
 def log_loss_stats(
     metrics: Any,
     module_id: Any,
@@ -123,7 +203,29 @@ def log_loss_stats(
 
 class LeanDQNLoss:
     """Mixin for DQNTorchLearner: its loss computed and logged leanly where it covers
-    the config and batch (`lean_dqn_loss_covers`), RLlib's own otherwise."""
+    the config and batch (`lean_dqn_loss_covers`), RLlib's own otherwise; a double-Q
+    update's forward pass without the next observations' graph (`lean_dqn_module`)."""
+
+    def tuner_lean_update(self, batch: dict[Any, Any]) -> Any:
+        """The one-batch update with the lean forward pass, or None where it does not
+        cover the modules or the batch (then RLlib's runs).
+
+        Args:
+            batch: The update's module batches, by module ID.
+
+        Returns:
+            What TorchLearner's `_update` returns, or None.
+        """
+        modules = {mid: lean_dqn_module(self, mid) for mid in batch}
+        if any(module is None for module in modules.values()):
+            return None
+        if any(Columns.STATE_IN in module_batch for module_batch in batch.values()):
+            return None
+
+        def forward_train(module_batches: dict[Any, Any]) -> dict[Any, Any]:
+            return {mid: dqn_forward_train(modules[mid], b) for mid, b in module_batches.items()}
+
+        return lean_torch_update(self, batch, forward_train)
 
     def compute_loss_for_module(
         self, *, module_id: Any, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
