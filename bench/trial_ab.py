@@ -13,12 +13,15 @@ makes the same updates leaves it equal.
     RATIO trial_ab.<algo>.cpu = mean env steps per CPU second of the arm's process (the
         measure that holds where other work shares the cores), this checkout / base
 
-    .venv/bin/python bench/trial_ab.py [--base HEAD~1] [--algo ppo|dqn|dqn_zoo|sac] [--iters 8]
-        [--pairs 3]
+    .venv/bin/python bench/trial_ab.py [--base HEAD~1] [--algo ppo|dqn|dqn_zoo|dqn_lunar|sac]
+        [--iters 8] [--pairs 3]
 
 The settings are bench/vs_sb3.py's (SB3's defaults: PPO and DQN on CartPole-v1, SAC on
 Pendulum-v1; DQN's epsilon decays over 5,000 steps; `dqn_zoo`: rl-zoo3's tuned CartPole
-DQN, its epsilon over 16 % of 50,000 steps).
+DQN, its epsilon over 16 % of 50,000 steps), and `dqn_lunar`: the LunarLander-v3 DQN the
+anchors' searches pick (bench/anchors.py: batch 128, one update per env step, [256, 256],
+learning from the first step, epsilon to 0.1 over 20,000 steps), the anchors' costliest
+trial shape.
 """
 
 from __future__ import annotations
@@ -34,7 +37,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from vs_sb3 import ALGOS  # noqa: E402  (bench/ is sys.path[0] for a script)
+
 from bench._common import ROOT, ratio_line  # noqa: E402
+
+CASES = {
+    **ALGOS,
+    "dqn_lunar": {
+        "name": "DQN",
+        "env": "LunarLander-v3",
+        "steps": 100_000,
+        "exploration": (0.2, 0.1),
+        "config": {
+            "lr": 2.5e-4,
+            "gamma": 0.99,
+            "train_batch_size_per_learner": 128,
+            "training_intensity": 128,  # one update of 128 per env step
+            "target_network_update_freq": 500,
+            "num_steps_sampled_before_learning_starts": 0,
+        },
+        "model": {"fcnet_hiddens": [256, 256]},
+    },
+}
 
 ARM = """
 import json, sys, time
@@ -47,7 +71,7 @@ from vs_sb3 import ALGOS
 from tuner.rllib import build_config
 from tuner.spec import parse_spec
 algo_name, iters = {algo!r}, {iters}
-case = ALGOS[algo_name]
+case = json.loads({case!r})
 config = dict(case["config"])
 if algo_name == "dqn":
     config["epsilon"] = [[0, 1.0], [5000, 0.05]]
@@ -81,7 +105,9 @@ ray.shutdown()
 
 def run_arm(tree: Path, algo: str, iters: int) -> dict:
     """One arm in a fresh process, importing tuner from `tree`."""
-    code = ARM.format(bench=str(ROOT / "bench"), algo=algo, iters=iters)
+    code = ARM.format(
+        bench=str(ROOT / "bench"), algo=algo, iters=iters, case=json.dumps(CASES[algo])
+    )
     env = {
         **os.environ,
         "PYTHONPATH": str(tree),
@@ -104,7 +130,7 @@ def run_arm(tree: Path, algo: str, iters: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base", default="HEAD~1", help="the commit to compare with")
-    parser.add_argument("--algo", default="ppo", choices=["ppo", "dqn", "dqn_zoo", "sac"])
+    parser.add_argument("--algo", default="ppo", choices=sorted(CASES))
     parser.add_argument("--iters", type=int, default=8)
     parser.add_argument("--pairs", type=int, default=3)
     args = parser.parse_args()
