@@ -26,7 +26,7 @@ learner's largest matrix products at twice the rows (a LunarLander update of bat
 the graph, on the next observations without it, and the target network without it (its
 parameters need no gradient): the same values row for row (a row's product does not
 depend on the rows beside it), so the same loss, gradients and weights
-(tests/unit/test_lean_dqn.py, update by update). Covered: RLlib's own DQN torch module
+(tests/unit/test_lean_dqn_forward.py, update by update). Covered: RLlib's own DQN torch module
 (`DefaultDQNTorchRLModule`) with double Q and a scalar head, stateless, on a Learner with
 one local copy and no compiled update; anything else runs RLlib's forward pass.
 """
@@ -55,7 +55,7 @@ from tuner.ray_internals import lean_torch_update
 # the window=1 stats RLlib's loss logs per update, in its order
 STAT_NAMES = (QF_LOSS_KEY, QF_MEAN_KEY, QF_MAX_KEY, QF_MIN_KEY, TD_ERROR_MEAN_KEY)
 # The sha256 of each RLlib 2.60 source the lean forward pass computes as RLlib does, by
-# "Class.method": a Ray whose code changed fails tests/unit/test_lean_dqn.py until it is
+# "Class.method": a Ray whose code changed fails tests/unit/test_lean_dqn_forward.py until it is
 # checked again (RLModule.forward_train and TorchRLModule.forward_train: _lean_sac.py's).
 RLLIB_SOURCES = {
     "DefaultDQNTorchRLModule._forward_train": (
