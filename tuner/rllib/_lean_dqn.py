@@ -33,6 +33,7 @@ one local copy and no compiled update; anything else runs RLlib's forward pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -172,6 +173,34 @@ def dqn_forward_train(module: Any, batch: dict[str, Any]) -> dict[str, Any]:
     return output
 
 
+def lean_module_update(
+    learner: Any,
+    batch: dict[Any, Any],
+    covered: Callable[[Any, Any], Any],
+    forward: Callable[[Any, dict[str, Any]], dict[str, Any]],
+) -> Any:
+    """A one-batch update whose forward pass is `forward(module, module_batch)` for each
+    module, where `covered(learner, module_id)` gives every one; else None.
+
+    Args:
+        learner: A torch Learner (the lean DQN or SAC one).
+        batch: The update's module batches, by module ID.
+        covered: The module a lean forward pass covers, else None.
+        forward: The lean forward pass of one module.
+
+    Returns:
+        What TorchLearner's `_update` returns, or None (then RLlib's update runs).
+    """
+    modules = {mid: covered(learner, mid) for mid in batch}
+    if any(module is None for module in modules.values()):
+        return None
+
+    def forward_train(module_batches: dict[Any, Any]) -> dict[Any, Any]:
+        return {mid: forward(modules[mid], b) for mid, b in module_batches.items()}
+
+    return lean_torch_update(learner, batch, forward_train)
+
+
 def log_loss_stats(
     metrics: Any,
     module_id: Any,
@@ -216,16 +245,9 @@ class LeanDQNLoss:
         Returns:
             What TorchLearner's `_update` returns, or None.
         """
-        modules = {mid: lean_dqn_module(self, mid) for mid in batch}
-        if any(module is None for module in modules.values()):
-            return None
         if any(Columns.STATE_IN in module_batch for module_batch in batch.values()):
             return None
-
-        def forward_train(module_batches: dict[Any, Any]) -> dict[Any, Any]:
-            return {mid: dqn_forward_train(modules[mid], b) for mid, b in module_batches.items()}
-
-        return lean_torch_update(self, batch, forward_train)
+        return lean_module_update(self, batch, lean_dqn_module, dqn_forward_train)
 
     def compute_loss_for_module(
         self, *, module_id: Any, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]

@@ -51,8 +51,7 @@ from ray.rllib.core.learner.learner import POLICY_LOSS_KEY
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.utils.metrics import ALL_MODULES
 
-from tuner.ray_internals import lean_torch_update
-from tuner.rllib._lean_dqn import log_loss_stats
+from tuner.rllib._lean_dqn import lean_module_update, log_loss_stats
 
 # the window=1 stats RLlib's loss logs per update, in its order (the twin loss last)
 STAT_NAMES = (
@@ -254,14 +253,7 @@ class LeanSACLoss:
         Returns:
             What TorchLearner's `_update` returns, or None.
         """
-        modules = {mid: lean_sac_module(self, mid) for mid in batch}
-        if any(module is None for module in modules.values()):
-            return None
-
-        def forward_train(module_batches: dict[Any, Any]) -> dict[Any, Any]:
-            return {mid: sac_forward_train(modules[mid], b) for mid, b in module_batches.items()}
-
-        return lean_torch_update(self, batch, forward_train)
+        return lean_module_update(self, batch, lean_sac_module, sac_forward_train)
 
     def compute_loss_for_module(
         self, *, module_id: Any, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
