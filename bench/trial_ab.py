@@ -61,13 +61,11 @@ CASES = {
 }
 
 ARM = """
-import json, sys, time
+import json, time
 import torch
 torch.set_num_threads(1)
-sys.path.insert(0, {bench!r})
 import ray
 import tuner
-from vs_sb3 import ALGOS
 from tuner.rllib import build_config
 from tuner.spec import parse_spec
 algo_name, iters = {algo!r}, {iters}
@@ -105,9 +103,7 @@ ray.shutdown()
 
 def run_arm(tree: Path, algo: str, iters: int) -> dict:
     """One arm in a fresh process, importing tuner from `tree`."""
-    code = ARM.format(
-        bench=str(ROOT / "bench"), algo=algo, iters=iters, case=json.dumps(CASES[algo])
-    )
+    code = ARM.format(algo=algo, iters=iters, case=json.dumps(CASES[algo]))
     env = {
         **os.environ,
         "PYTHONPATH": str(tree),
