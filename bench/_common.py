@@ -111,6 +111,21 @@ def ratio_line(name: str, value: float, goal: str) -> str:
     return f"RATIO {name}={value:.2f} (goal {goal})"
 
 
+def machine() -> str:
+    """The CPUs a figure was measured on, with torch's kernel level: a seeded run trains
+    the same numbers only where the kernels are the same (docs/benchmarks.md, 12-02)."""
+    import torch
+
+    model = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    level = torch.backends.cpu.get_cpu_capability()
+    return f"{os.cpu_count()} CPUs ({model}), torch {torch.__version__} {level} kernels"
+
+
 def parse_time(text: str | None) -> datetime | None:
     """An ISO timestamp of the API (may end in Z)."""
     if not text:

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, run_timed, zoo_entry
+from _common import ROOT, machine, run_timed, zoo_entry
 
 
 @dataclass(frozen=True)
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         search = f"rl-zoo3's tuned entry on {args.published} (no search"
     print(
         f"anchors: {search}, scheduler {args.scheduler}), the best "
-        f"config on {args.seeds} fresh seeds x 10 deterministic episodes; {os.cpu_count()} CPUs"
+        f"config on {args.seeds} fresh seeds x 10 deterministic episodes; {machine()}"
     )
     code = 0
     for name in args.task or list(ANCHORS):
