@@ -112,18 +112,14 @@ def ratio_line(name: str, value: float, goal: str) -> str:
 
 
 def machine() -> str:
-    """The CPUs a figure was measured on, with torch's kernel level: a seeded run trains
-    the same numbers only where the kernels are the same (docs/benchmarks.md, 12-02)."""
-    import torch
+    """The CPU a figure was measured on, with torch's kernel level: a seeded run trains
+    the same numbers only where the kernels are the same (docs/benchmarks.md, 12-02);
+    what each trial's run records as `tuner.cpu`."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tuner.rllib._machine import cpu_description
 
-    model = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    level = torch.backends.cpu.get_cpu_capability()
-    return f"{os.cpu_count()} CPUs ({model}), torch {torch.__version__} {level} kernels"
+    return cpu_description()
 
 
 def parse_time(text: str | None) -> datetime | None:

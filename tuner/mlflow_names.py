@@ -28,6 +28,7 @@ TAG_WARM_FROM, TAG_WARM_RUN = "tuner.warm_start_from", "tuner.warm_start_run_id"
 TAG_STATUS = "tuner.status"  # the sweep's outcome (statuses.SweepStatus) on the parent run
 TAG_ERRORED = "tuner.errored_trials"  # on the parent: trials in ERROR after their retries
 TAG_NODE_IP, TAG_NODE_ID, TAG_DEVICE = "tuner.node_ip", "tuner.node_id", "tuner.device"
+TAG_CPU = "tuner.cpu"  # on each child: the CPU and torch's kernel level it trained on
 TAG_REPLAY = "tuner.replay"  # DQN / SAC: "flat" or "rllib (why)" (tuner/rllib/_fast_replay.py)
 TAG_BEST_TRIAL, TAG_BEST_RUN = "tuner.best_trial_id", "tuner.best_run_id"
 # the answer's kind ("confirmation" or "search"), the trial its checkpoint comes from, its
@@ -55,6 +56,7 @@ TAG_RAY_VERSION, TAG_RLLIB_VERSION, TAG_GYM_VERSION = (
     "rllib.version",
     "gymnasium.version",
 )
+TAG_TORCH_VERSION, TAG_OPTUNA_VERSION = "torch.version", "optuna.version"
 # A param MLflow already holds with another value (write-once) goes in as a tag with this
 # prefix: `best.lr` -> tag `tuner.best.lr`.
 MOVED_PARAM_PREFIX = "tuner."

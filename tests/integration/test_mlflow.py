@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+from importlib import metadata
 
 import mlflow
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import tiny_spec
 from tuner.rllib import evaluate_checkpoint
+from tuner.rllib._machine import cpu_description
 from tuner.sweep import run_sweep
 from tuner.tracking import TrackingConfig
 
@@ -59,6 +62,8 @@ def test_one_parent_and_a_nested_child_per_trial(tracked_sweep):
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
     assert parent.data.tags["tuner.algorithm"] == "PPO"
     assert parent.data.tags["ray.version"].startswith("2.")
+    assert parent.data.tags["torch.version"] == metadata.version("torch")
+    assert parent.data.tags["optuna.version"] == metadata.version("optuna")
     # MLflow 3's UI opens the experiment in its model-training view, not the GenAI one
     experiment = client.get_experiment(summary.mlflow.experiment_id)
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
@@ -92,6 +97,9 @@ def test_child_params_and_metric_history(tracked_sweep):
         assert run.info.status == "FINISHED"
         assert run.data.tags["tuner.device"] == "cpu"
         assert run.data.tags["tuner.node_id"]
+        # the CPU and kernels it trained on: a seed trains the same numbers only there
+        assert run.data.tags["tuner.cpu"] == cpu_description()
+        assert torch.backends.cpu.get_cpu_capability() in run.data.tags["tuner.cpu"]
         assert "tuner.replay" not in run.data.tags  # PPO replays nothing
         ckpts = [a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")]
         assert len(ckpts) == 1  # num_to_keep: 1

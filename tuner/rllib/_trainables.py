@@ -41,7 +41,14 @@ from tuner.ray_internals import (
     rebuild_in_place,
     torch_schedulers_own_lr,
 )
-from tuner.rllib import _fast_replay, _lean_mlp, _lean_modes, _lean_sampling, _lean_torch
+from tuner.rllib import (
+    _fast_replay,
+    _lean_mlp,
+    _lean_modes,
+    _lean_sampling,
+    _lean_torch,
+    _machine,
+)
 from tuner.rllib._envs import split_env_name
 from tuner.rllib._evaluate import evaluate_checkpoint
 from tuner.rllib._lean_metrics import TunerDQNConfig
@@ -79,6 +86,16 @@ def _learner_device(config: AlgorithmConfig) -> str:
     if config.num_gpus_per_learner:
         return "cuda (remote learners)"
     return "cpu"
+
+
+def _trial_cpu(group: Any) -> str:
+    """The CPU this trial's process trains on (`_machine.cpu_description`), with its
+    remote Learners' where they run on another."""
+    own = _machine.cpu_description()
+    if group is None or group.is_local:
+        return own
+    theirs = sorted({call.get() for call in group.foreach_learner(_machine.learner_cpu) if call.ok})
+    return f"{own}; learners: {' | '.join(theirs)}" if theirs and theirs != [own] else own
 
 
 def _nan_losses(result: dict[str, Any]) -> list[str]:
@@ -218,6 +235,7 @@ class _SweepTrialMixin(IterationEndHook, LocalReplayBufferHook):
         # CPU Learners: the same gradient steps, without their per-tensor overhead
         self._lean_steps = False
         group = getattr(self, "learner_group", None)
+        self._cpu = _trial_cpu(group)  # the kernels a seed's numbers depend on
         if group is not None and os.environ.get(LEAN_STEPS_SWITCH, "1") != "0":
             calls = group.foreach_learner(lean_cpu_steps)
             for call in calls:
@@ -300,6 +318,7 @@ class _SweepTrialMixin(IterationEndHook, LocalReplayBufferHook):
             "seed": self.config.seed,
             "node_id": ray.get_runtime_context().get_node_id(),
             "device": _learner_device(self.config),
+            "cpu": self._cpu,
             "optimizer_lr": lrs,
         }
         if self._replay_path:

@@ -72,6 +72,8 @@ class TrackingConfig(BaseModel):
 
 def tracking_tags(spec: ExperimentSpec) -> dict[str, str]:
     """Tags of a sweep's parent run: what ran, and with which versions."""
+    from importlib import metadata
+
     import gymnasium
     import ray
 
@@ -87,6 +89,8 @@ def tracking_tags(spec: ExperimentSpec) -> dict[str, str]:
         names.TAG_RAY_VERSION: ray.__version__,
         names.TAG_RLLIB_VERSION: ray.__version__,
         names.TAG_GYM_VERSION: gymnasium.__version__,
+        names.TAG_TORCH_VERSION: metadata.version("torch"),
+        names.TAG_OPTUNA_VERSION: metadata.version("optuna"),
     }
 
 
@@ -358,6 +362,7 @@ class MLflowTracker(Callback):
                 names.TAG_NODE_IP: result.get("node_ip"),
                 names.TAG_NODE_ID: info_.get("node_id"),
                 names.TAG_DEVICE: info_.get("device"),
+                names.TAG_CPU: info_.get("cpu"),
                 names.TAG_REPLAY: info_.get("replay"),
             }
             runs.log(run_id, tags={k: str(v) for k, v in tags.items() if v})
