@@ -68,20 +68,8 @@ import ray
 import tuner
 from tuner.rllib import build_config
 from tuner.spec import parse_spec
-algo_name, iters = {algo!r}, {iters}
-case = json.loads({case!r})
-config = dict(case["config"])
-if algo_name == "dqn":
-    config["epsilon"] = [[0, 1.0], [5000, 0.05]]
-elif "exploration" in case:  # dqn_zoo: over its fraction of vs_sb3's budget
-    fraction, final = case["exploration"]
-    config["epsilon"] = [[0, 1.0], [int(fraction * case["steps"]), final]]
-spec = parse_spec({{
-    "name": "ab", "algorithm": case["name"], "env": case["env"], "config": config,
-    "model": case["model"], "search": {{"method": "random", "num_samples": 1, "space": {{}}}},
-    "stop": {{"timesteps_total": 10**7}}, "seed": 0,
-    "resources": {{"num_env_runners": 0, **case.get("resources", {{}})}},
-}})
+iters = {iters}
+spec = parse_spec(json.loads({spec!r}))
 # a Ray of its own: a plain ray.init() joins any local cluster another process left running
 ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
 algo = build_config(spec).build_algo()
@@ -101,9 +89,31 @@ ray.shutdown()
 """
 
 
+def case_spec(algo: str) -> dict:
+    """The spec of one trial of case `algo` (CASES), as a sweep would get it."""
+    case = CASES[algo]
+    config = dict(case["config"])
+    if algo == "dqn":
+        config["epsilon"] = [[0, 1.0], [5000, 0.05]]
+    elif "exploration" in case:  # dqn_zoo: over its fraction of vs_sb3's budget
+        fraction, final = case["exploration"]
+        config["epsilon"] = [[0, 1.0], [int(fraction * case["steps"]), final]]
+    return {
+        "name": "ab",
+        "algorithm": case["name"],
+        "env": case["env"],
+        "config": config,
+        "model": case["model"],
+        "search": {"method": "random", "num_samples": 1, "space": {}},
+        "stop": {"timesteps_total": 10**7},
+        "seed": 0,
+        "resources": {"num_env_runners": 0, **case.get("resources", {})},
+    }
+
+
 def run_arm(tree: Path, algo: str, iters: int) -> dict:
     """One arm in a fresh process, importing tuner from `tree`."""
-    code = ARM.format(algo=algo, iters=iters, case=json.dumps(CASES[algo]))
+    code = ARM.format(iters=iters, spec=json.dumps(case_spec(algo)))
     env = {
         **os.environ,
         "PYTHONPATH": str(tree),
