@@ -5,6 +5,7 @@ count and torch's kernel level, which a seed's numbers depend on; a machine with
 from __future__ import annotations
 
 import os
+import platform
 from pathlib import Path
 
 import torch
@@ -25,8 +26,9 @@ def test_the_description_names_the_cpu_its_count_and_torchs_kernels():
 def test_the_model_is_read_from_proc_cpuinfo_where_linux_has_it():
     lines = Path("/proc/cpuinfo").read_text().splitlines()
     names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    assert names  # this machine is Linux with a model name
-    assert _machine.cpu_model() == names[0]
+    # x86 Linux names the model there; elsewhere (ARM Linux) the platform's name stands
+    expected = names[0] if names else platform.processor() or platform.machine()
+    assert _machine.cpu_model() == expected
 
 
 def test_without_proc_cpuinfo_the_platform_names_it(monkeypatch):
