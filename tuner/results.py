@@ -44,6 +44,35 @@ def better(a: float, b: float | None, mode: str) -> bool:
     return b is None or (a > b if mode == "max" else a < b)
 
 
+def search_rank(
+    score: float | None, train_score: float | None, seed: int | None, trial_id: str, mode: str
+) -> tuple[Any, ...]:
+    """A search trial's place, best first, as a sort key (the least is the best): by its
+    `score`; a tie (a task whose score saturates, CartPole's 500) by its `train_score`,
+    the training return: of two configs whose deterministic policy plays alike, the one
+    whose exploring policy also does; then the one the searcher suggested first (its seed
+    is the spec's seed plus that place), then its trial id. A missing or non-finite value
+    comes after every number.
+
+    Args:
+        score: The trial's score.
+        train_score: Its training metric under scope.
+        seed: Its seed.
+        trial_id: Tune's trial id (random for a searcher's trials: the last resort only).
+        mode: max or min.
+
+    Returns:
+        The key.
+    """
+    sign = -1.0 if mode == "max" else 1.0
+
+    def number(value: float | None) -> tuple[bool, float]:
+        finite = value is not None and math.isfinite(value)
+        return (not finite, sign * value if finite else 0.0)
+
+    return (*number(score), *number(train_score), seed is None, seed or 0, trial_id)
+
+
 def scope_value(values: list[float], scope: str, mode: str) -> float | None:
     """A trial's ranking value from its metric history (carried over iterations without
     an episode, in order), under Tune's scope names: last, last-5-avg, last-10-avg, avg,

@@ -15,7 +15,7 @@ from tuner.spec import parse_spec
 from tuner.store import MetricPoint, Store
 from tuner.sweep import sweep_ranking
 from tuner.tracking import Ranking, StoreRecorder
-from tuner.views import ExperimentView
+from tuner.views import ExperimentView, TrialView
 
 METRIC = "env_runners/episode_return_mean"
 EVAL = "evaluation/env_runners/episode_return_mean"
@@ -131,6 +131,44 @@ def test_an_at_end_evaluation_metric_is_the_best_so_far_as_soon_as_trials_end(sw
     best = store.get_experiment(exp_id).best
     assert (best["trial_id"], best["metric_value"]) == ("t_00001", 420.0)
     assert store.get_experiment(exp_id).status == "QUEUED"  # written live, not at the end
+
+
+def test_a_tie_for_the_best_so_far_is_broken_as_the_summary_breaks_it(sweep, monkeypatch):
+    """Two trials' final evaluations tie (CartPole's 500): the best so far is the one with
+    the better training return, whatever their trial ids, as the driver's summary ranks
+    them (tuner.results.search_rank) and its `best` then says."""
+    from tuner.sweep import _summary
+
+    store, url, _, exp_id = sweep
+    spec = parse_spec(
+        {**SPEC, "metric": EVAL, "scope": "last", "evaluation": {"at_end": True, "duration": 2}}
+    )
+    rec = recorder(url, exp_id, spec)
+    for i, train in ((0, 400.0), (1, 500.0)):
+        t = trial(i)
+        rec.on_trial_start(0, [], t)
+        ev = {"evaluation": {"env_runners": {"episode_return_mean": 500.0}}}
+        rec.on_trial_result(0, [], t, result(1, train, **ev))
+    best = store.get_experiment(exp_id).best
+    assert (best["trial_id"], best["metric_value"], best["train_score"]) == (
+        "t_00001",
+        500.0,
+        500.0,
+    )
+    views = [
+        TrialView(
+            trial_id=r.trial_id,
+            status="TERMINATED",
+            config=r.config,
+            score=r.score,
+            train_score=r.train_score,
+            seed=r.seed,
+        )
+        for r in store.list_trials(exp_id)
+    ]
+    monkeypatch.setattr(_summary, "best_trial", lambda spec, view, config, ranked_by: view)
+    chosen = _summary._choose_best(spec, views, {v.trial_id: {} for v in views}, False, "")
+    assert chosen.trial_id == best["trial_id"]
 
 
 def test_a_raced_searchs_best_so_far_is_its_configs_mean_not_a_lucky_seed(sweep):

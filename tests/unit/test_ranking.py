@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from tuner.results import scope_value
+from tuner.results import scope_value, search_rank
 from tuner.seed_stats import iqm
 from tuner.spec import SpecError, parse_spec
 from tuner.sweep import stats
@@ -81,6 +81,51 @@ def test_candidates_are_the_top_k_distinct_finished_configs():
     assert [t.trial_id for t in picked] == ["t_00001", "t_00004"]
     low = pick_candidates(spec(mode="min", confirm={"top_k": 1, "seeds": 3}), summary)
     assert [t.trial_id for t in low] == ["t_00000"]
+
+
+# CartPole's saturated scores (2026-12-02): tied at 500, trial ids random hex (a searcher's)
+TIED = [
+    ("f1c0ffee", 500.0, 491.1, 11),
+    ("0badcafe", 500.0, 500.0, 16),  # the least id: what the ids alone used to pick
+    ("9dead000", 500.0, 500.0, 13),  # as good a training return, suggested earlier
+    ("00000001", 497.0, 500.0, 10),
+    ("77777777", None, 480.0, 12),  # stopped before its budget: no score
+]
+
+
+def tied(mode: str = "max") -> list[TrialView]:
+    sign = 1 if mode == "max" else -1
+    return [
+        TrialView(
+            trial_id=tid,
+            status="TERMINATED",
+            config={"lr": i},
+            score=None if score is None else sign * score,
+            train_score=sign * train,
+            seed=seed,
+        )
+        for i, (tid, score, train, seed) in enumerate(TIED)
+    ]
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_a_tie_on_score_goes_to_the_training_score_then_to_the_searchers_order(mode):
+    summary = SweepSummary(name="c", status="SUCCEEDED", metric="m", mode=mode, trials=tied(mode))
+    picked = pick_candidates(spec(mode=mode, confirm={"top_k": 4, "seeds": 3}), summary)
+    assert [t.trial_id for t in picked] == ["9dead000", "0badcafe", "f1c0ffee", "00000001"]
+
+
+def test_the_rank_puts_missing_and_non_finite_values_after_every_number():
+    ranked = sorted(
+        [
+            search_rank(None, 500.0, 1, "a", "max"),
+            search_rank(float("nan"), 500.0, 2, "b", "max"),
+            search_rank(-1e9, None, 3, "c", "max"),
+            search_rank(-1e9, 5.0, None, "d", "max"),
+            search_rank(-1e9, 5.0, 4, "e", "max"),
+        ]
+    )
+    assert [key[-1] for key in ranked] == ["e", "d", "c", "a", "b"]
 
 
 def test_confirmation_seeds_follow_every_search_seed():

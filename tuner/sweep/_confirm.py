@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from tuner.mlflow_names import STAGE_CONFIRM, STAGE_SEARCH
+from tuner.results import search_rank
 from tuner.rllib import trial_seed
 from tuner.seed_stats import median_trial, race_groups, stats, values_key
 from tuner.spec import ExperimentSpec
@@ -15,7 +16,8 @@ from tuner.views import ConfirmedConfig, SweepSummary, TrialView
 
 
 def pick_candidates(spec: ExperimentSpec, search: SweepSummary) -> list[TrialView]:
-    """The top_k finished search trials by score, one per distinct config; with
+    """The top_k finished search trials by score (a tie by `search_rank`), one per
+    distinct config; with
     `objectives`, the Pareto front's members in its order (best first objective first);
     with search.race, the race's top_k configs (each its median-score seed's trial)."""
     assert spec.confirm is not None
@@ -24,7 +26,7 @@ def pick_candidates(spec: ExperimentSpec, search: SweepSummary) -> list[TrialVie
         ranked = [g.representative for g in groups if g.mean is not None]
         return ranked[: spec.confirm.top_k]
     done = [t for t in search.trials if t.stage == STAGE_SEARCH and t.score is not None]
-    done.sort(key=lambda t: (t.score if spec.mode == "min" else -t.score, t.trial_id))
+    done.sort(key=lambda t: search_rank(t.score, t.train_score, t.seed, t.trial_id, spec.mode))
     if spec.objectives:
         by_id = {t.trial_id: t for t in done}
         done = [by_id[m.trial_id] for m in search.pareto if m.trial_id in by_id]

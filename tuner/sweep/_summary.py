@@ -12,7 +12,7 @@ from typing import Any
 from tuner.importance import sweep_importance
 from tuner.mlflow_names import ITERATION_KEY, STAGE_CONFIRM, STAGE_SEARCH, STEP_KEY
 from tuner.ray_internals import result_grid_trials
-from tuner.results import better, lookup, retries_of, scope_value, training_metric
+from tuner.results import lookup, retries_of, scope_value, search_rank, training_metric
 from tuner.rllib import derived_settings, rerun_config, seed_of, stage_of
 from tuner.search_spaces import Domain
 from tuner.seed_stats import RaceGroup, race_groups, race_record
@@ -143,14 +143,15 @@ def _choose_best(
     confirming: bool,
     ranked_by: str,
 ) -> BestTrial | None:
-    """The best trial by score, `trials` in Tune's order (a tie goes to the earlier
-    trial); of a raced search, the best config by its seeds' mean."""
-    best: BestTrial | None = None
-    for view in trials:
-        if view.score is not None and (
-            best is None or better(view.score, best.metric_value, spec.mode)
-        ):
-            best = best_trial(spec, view, configs[view.trial_id], ranked_by)
+    """The best trial by score, a tie by `search_rank`; of a raced search, the best
+    config by its seeds' mean."""
+    scored = [view for view in trials if view.score is not None and math.isfinite(view.score)]
+    top = min(
+        scored,
+        key=lambda v: search_rank(v.score, v.train_score, v.seed, v.trial_id, spec.mode),
+        default=None,
+    )
+    best = best_trial(spec, top, configs[top.trial_id], ranked_by) if top is not None else None
     if spec.search.race is not None and not confirming:
         best = race_best(spec, trials, configs, ranked_by)
     return best

@@ -12,7 +12,7 @@ from ray.tune import Callback
 
 from tuner.importance import sweep_importance
 from tuner.mlflow_names import ITERATION_KEY, STAGE_SEARCH, STEP_KEY
-from tuner.results import better, retries_of, scope_value, training_metric
+from tuner.results import retries_of, scope_value, search_rank, training_metric
 from tuner.rllib import derived_settings, rerun_config, sampled_values, seed_of, stage_of
 from tuner.statuses import TrialStatus
 from tuner.tracking._mlflow_metrics import result_metrics
@@ -321,11 +321,16 @@ class StoreRecorder(Callback):
         if by == 0 and self.spec is not None and self.spec.search.race is not None:
             self._note_race()
             return
-        best: tuple[str, float] | None = None
-        for trial_id in sorted(self._scores):  # a tie goes to the earlier trial
-            value = self._scores[trial_id][by]
-            if value is not None and (best is None or better(value, best[1], self.mode)):
-                best = (trial_id, value)
+
+        def rank(trial_id: str) -> tuple[Any, ...]:  # the summary's order (search_rank)
+            score, train = self._scores[trial_id]
+            seed = self._rows.get(trial_id, {}).get("seed")
+            ranked = (score, train) if by == 0 else (train, None)
+            return search_rank(*ranked, seed, trial_id, self.mode)
+
+        valued = [tid for tid, values in self._scores.items() if _finite(values[by])]
+        top = min(valued, key=rank, default=None)
+        best = (top, self._scores[top][by]) if top is not None else None
         if best is None or best == self._best_written:
             return
         train = self._scores[best[0]][1]
@@ -473,3 +478,7 @@ def _error_text(trial: Any) -> str:
 
 
 __all__ = ["Ranking", "StoreRecorder", "curve_numbers"]
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
