@@ -107,6 +107,19 @@ def table(headers: list[str], rows: list[list[Any]], align: str = "right") -> st
     return "\n".join(lines)
 
 
+def timed(parts: dict[str, float], name: str, fn: Any, clock: Any = time.perf_counter) -> Any:
+    """fn, the seconds its calls take on `clock` added to parts[name]."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        began = clock()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            parts[name] += clock() - began
+
+    return wrapper
+
+
 def ratio_line(name: str, value: float, goal: str) -> str:
     return f"RATIO {name}={value:.2f} (goal {goal})"
 

@@ -31,22 +31,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vs_sb3 import ALGOS, one_thread_env, our_spec
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from vs_sb3 import ALGOS, one_thread_env, our_spec  # noqa: E402  (bench/ is sys.path[0])
+
+from bench._common import timed as common_timed  # noqa: E402
 
 CASES = ("dqn", "dqn_zoo", "sac")
 
 
 def timed(parts: dict[str, float], name: str, fn: Any) -> Any:
     """fn, its calls' CPU seconds (this thread's) added to parts[name]."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        t = time.thread_time()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            parts[name] += time.thread_time() - t
-
-    return wrapper
+    return common_timed(parts, name, fn, clock=time.thread_time)
 
 
 def sb3_side(case: str, steps: int, seed: int) -> dict[str, Any]:

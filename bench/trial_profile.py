@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trial_ab import case_spec  # noqa: E402  (bench/ is sys.path[0] for a script)
 
-from bench._common import machine, ratio_line  # noqa: E402
+from bench._common import machine, ratio_line, timed  # noqa: E402
 
 DQN_CASES = ("dqn_lunar", "dqn_zoo", "dqn")
 # (part, what it holds), in the order printed: the update's own parts, inside "update"
@@ -51,18 +51,6 @@ INNER = (
     ("clip", "global-norm clip"),
     ("optimizer", "Adam step"),
 )
-
-
-def _timed(spent: collections.Counter, part: str, fn: Any) -> Any:
-    @functools.wraps(fn)
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        began = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            spent[part] += time.perf_counter() - began
-
-    return timed
 
 
 def profile_trial(algo_name: str, warmup: int, iters: int) -> dict[str, Any]:
@@ -88,20 +76,20 @@ def profile_trial(algo_name: str, warmup: int, iters: int) -> dict[str, Any]:
             ("clip", "postprocess_gradients"),
             ("optimizer", "apply_gradients"),
         ):
-            setattr(learner, method, _timed(spent, part, getattr(learner, method)))
+            setattr(learner, method, timed(spent, part, getattr(learner, method)))
         learner.compute_losses = _count(calls, learner.compute_losses)
         modules.append(learner.module["default_policy"])
 
     group = algo.learner_group
     group.foreach_learner(instrument)
-    _lean_dqn.dqn_forward_train = _timed(spent, "forward", _lean_dqn.dqn_forward_train)
-    _fast_replay.sample_env_runners = _timed(spent, "env sampling", _fast_replay.sample_env_runners)
+    _lean_dqn.dqn_forward_train = timed(spent, "forward", _lean_dqn.dqn_forward_train)
+    _fast_replay.sample_env_runners = timed(spent, "env sampling", _fast_replay.sample_env_runners)
     buffer = _transitions.TransitionBuffer
-    buffer.sample = _timed(spent, "replay sample", buffer.sample)
-    _fast_replay._as_tensors = _timed(spent, "replay sample", _fast_replay._as_tensors)
+    buffer.sample = timed(spent, "replay sample", buffer.sample)
+    _fast_replay._as_tensors = timed(spent, "replay sample", _fast_replay._as_tensors)
     # the whole update (RLlib's bookkeeping around the parts too), either way it is called
-    _fast_replay.update_unreduced = _timed(spent, "update", _fast_replay.update_unreduced)
-    group.update = _timed(spent, "update", group.update)
+    _fast_replay.update_unreduced = timed(spent, "update", _fast_replay.update_unreduced)
+    group.update = timed(spent, "update", group.update)
     result: dict[str, Any] = {}
     for _ in range(warmup):
         result = algo.train()
@@ -220,7 +208,7 @@ def main() -> None:
     for part, seconds, what in rows:
         print(f"{part:15s} {seconds / steps * 1e6:14,.0f} {seconds / wall:7.1%}  {what}")
     ours = (update + spent.get("replay sample", 0.0)) / max(info["updates"], 1) * 1e6
-    plain = plain_update_us(info)
+    plain = plain_update_us(info, updates=max(info["updates"], 1000))  # as many as ours
     print(
         f"one update with its replay sample: ours {ours:,.0f} us, "
         f"the same update in a plain PyTorch loop {plain:,.0f} us"
