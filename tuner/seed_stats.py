@@ -99,8 +99,10 @@ def _mean(scores: list[float]) -> float:
 def race_groups(trials: list[TrialView], mode: str) -> list[RaceGroup]:
     """The search's configs, each with its trials in seed order, best first: by the
     seeds it ran without a stop or failure (more first), then by its mean score (module
-    docstring). Its representative is its median-score trial (of an even number, the
-    worse of the two middle ones), whose checkpoint and seed stand for the config.
+    docstring), a tie by its seeds' mean training score (as `results.search_rank` breaks
+    a trial's), then by its values. Its representative is its median-score trial (of an
+    even number, the worse of the two middle ones), whose checkpoint and seed stand for
+    the config.
 
     Args:
         trials: The sweep's trials (the search's are ranked).
@@ -130,9 +132,20 @@ def race_groups(trials: list[TrialView], mode: str) -> list[RaceGroup]:
         )
     sign = -1 if mode == "max" else 1
 
-    def rank(g: RaceGroup) -> tuple[bool, bool, int, float, str]:
+    def rank(g: RaceGroup) -> tuple[bool, bool, int, float, bool, float, str]:
         whole = len([s for s in g.scores if s is not None]) == len(g.scores)
-        return (g.mean is None, not whole, -len(g.scores), sign * (g.mean or 0.0), g.key)
+        trains = [t.train_score for t in g.trials]
+        trained = [x for x in trains if x is not None and math.isfinite(x)]
+        train = sign * _mean(trained) if trained else 0.0
+        return (
+            g.mean is None,
+            not whole,
+            -len(g.scores),
+            sign * (g.mean or 0.0),
+            not trained,
+            train,
+            g.key,
+        )
 
     groups.sort(key=rank)
     return groups

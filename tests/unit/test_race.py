@@ -207,6 +207,25 @@ def test_the_search_ranks_configs_by_mean_over_the_most_seeds():
     assert [t.trial_id for t in pick_candidates(s, summary)] == ["b0", "a1"]
 
 
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_configs_tied_on_their_mean_go_to_the_better_training_mean(mode):
+    """CartPole's saturated 500: two configs raced over the same seeds, both at a mean of
+    500; the one whose exploring policy also trained better ranks first, whatever its
+    values' key."""
+    sign = 1 if mode == "max" else -1
+    trials = []
+    for tid, lr, seed, train in (
+        ("a0", 0.1, 5, 480.0),
+        ("a1", 0.1, 6, 490.0),
+        ("b0", 0.2, 5, 500.0),
+        ("b1", 0.2, 6, 495.0),
+    ):
+        trial = view(tid, lr, seed, sign * 500.0)
+        trials.append(trial.model_copy(update={"train_score": sign * train}))
+    groups = race_groups(trials, mode)
+    assert [g.representative.config["lr"] for g in groups] == [0.2, 0.1]
+
+
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
