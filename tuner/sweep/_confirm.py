@@ -17,9 +17,9 @@ from tuner.views import ConfirmedConfig, SweepSummary, TrialView
 
 def pick_candidates(spec: ExperimentSpec, search: SweepSummary) -> list[TrialView]:
     """The top_k finished search trials by score (a tie by `search_rank`), one per
-    distinct config; with
-    `objectives`, the Pareto front's members in its order (best first objective first);
-    with search.race, the race's top_k configs (each its median-score seed's trial)."""
+    distinct config; with `objectives`, the Pareto front's members in its order (best
+    first objective first); with search.race, the race's top_k configs (each its
+    median-score seed's trial)."""
     assert spec.confirm is not None
     if spec.search.race is not None:  # each config by its mean over its seeds
         groups = race_groups(search.trials, spec.mode)
