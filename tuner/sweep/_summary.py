@@ -145,16 +145,15 @@ def _choose_best(
 ) -> BestTrial | None:
     """The best trial by score, a tie by `search_rank`; of a raced search, the best
     config by its seeds' mean."""
+    if spec.search.race is not None and not confirming:
+        return race_best(spec, trials, configs, ranked_by)
     scored = [view for view in trials if view.score is not None and math.isfinite(view.score)]
     top = min(
         scored,
         key=lambda v: search_rank(v.score, v.train_score, v.seed, v.trial_id, spec.mode),
         default=None,
     )
-    best = best_trial(spec, top, configs[top.trial_id], ranked_by) if top is not None else None
-    if spec.search.race is not None and not confirming:
-        best = race_best(spec, trials, configs, ranked_by)
-    return best
+    return best_trial(spec, top, configs[top.trial_id], ranked_by) if top is not None else None
 
 
 def rank_again(spec: ExperimentSpec, summary: SweepSummary, space: dict[str, Domain]) -> None:

@@ -477,8 +477,8 @@ def _error_text(trial: Any) -> str:
     return error_text(trial) or "error"
 
 
-__all__ = ["Ranking", "StoreRecorder", "curve_numbers"]
-
-
 def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
+
+
+__all__ = ["Ranking", "StoreRecorder", "curve_numbers"]
