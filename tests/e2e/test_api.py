@@ -13,6 +13,7 @@ from mlflow.tracking import MlflowClient
 from tests.e2e.conftest import tiny, wait_for
 from tuner.launcher import RayJobs
 from tuner.mlflow_names import TAG_WARM_RUN
+from tuner.rllib._machine import cpu_description
 from tuner.statuses import TERMINAL
 
 pytestmark = pytest.mark.e2e
@@ -79,6 +80,7 @@ def test_sweep_end_to_end(server):
             assert t["mlflow_run_id"]
             assert t["node_ip"]
             assert t["device"] == "cpu"
+            assert t["cpu"] == cpu_description()  # the CPU and kernels it trained on
             assert t["seed"] in (0, 1)
             points = c.get(f"/experiments/{exp_id}/trials/{t['trial_id']}/metrics").json()
             assert [p["iteration"] for p in points["points"]] == [1, 2]

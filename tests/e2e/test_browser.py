@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from tests.e2e.conftest import ARTIFACTS, tiny, wait_for
+from tuner.rllib._machine import cpu_description
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -73,6 +74,19 @@ def test_trial_table_updates_without_reload(server, browser):
             timeout=30_000,
         )
         assert "lr" in page.locator("#best-config").inner_text()
+        # each trial names the CPU and torch's kernels it trained on (this machine's)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#trials-table tbody td.col-cpu')]"
+            ".every((td) => td.textContent !== '')",
+            timeout=30_000,
+        )
+        cpus = page.locator("#trials-table tbody td.col-cpu").all_inner_texts()
+        assert cpus == [cpu_description()] * 2
+        cell = page.locator("#trials-table tbody td.col-cpu span").first
+        assert cell.get_attribute("title") == cpu_description()  # all of it on hover
+        # its start only: the trials' MLflow links stay on screen beside it
+        link = page.locator("#trials-table tbody td.col-mlflow_url a").first.bounding_box()
+        assert link["x"] + link["width"] <= 1400
         assert page.locator("#best-resources").inner_text() == "num_envs_per_env_runner: 4"
         page.wait_for_selector("#curves .plot-container", timeout=30_000)
         # two trials are too few to rank hyperparameters: the importance panel says so

@@ -99,6 +99,7 @@ def test_child_params_and_metric_history(tracked_sweep):
         assert run.data.tags["tuner.node_id"]
         # the CPU and kernels it trained on: a seed trains the same numbers only there
         assert run.data.tags["tuner.cpu"] == cpu_description()
+        assert trial.cpu == cpu_description()  # the summary (CLI, JSON) names it too
         assert torch.backends.cpu.get_cpu_capability() in run.data.tags["tuner.cpu"]
         assert "tuner.replay" not in run.data.tags  # PPO replays nothing
         ckpts = [a.path for a in client.list_artifacts(run.info.run_id, "checkpoints")]

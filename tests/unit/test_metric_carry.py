@@ -53,3 +53,20 @@ def test_the_summary_view_takes_the_last_value_that_was_reported():
     )
     assert view.metric == -700.0
     assert view.seed == 1
+
+
+def test_the_store_and_the_summary_name_the_cpu_a_trial_trained_on(tmp_path):
+    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    store = Store(url)
+    exp = store.create_experiment(name="cpu", spec={}, warnings=[])
+    recorder = StoreRecorder(url, exp.id, METRIC, "max", [], 0)
+    trial = SimpleNamespace(trial_id="t_00000", config={})
+    recorder.on_trial_start(0, [], trial)
+    first = {**result(1, -900.0), "tuner": {"device": "cpu", "cpu": "Some CPU, AVX2 kernels"}}
+    recorder.on_trial_result(0, [], trial, first)
+    assert store.get_trial(exp.id, trial.trial_id).cpu == "Some CPU, AVX2 kernels"
+    store.close()
+    view = trial_view_from_result(
+        "t_00000", "TERMINATED", first, sampled={}, metric=METRIC, base_seed=0
+    )
+    assert view.cpu == "Some CPU, AVX2 kernels"

@@ -220,7 +220,7 @@ def test_two_stores_on_one_file_see_each_others_writes(url):
 def test_migration_is_at_head_and_matches_models(store, url):
     engine = create_engine(url)
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0006"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0007"
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     engine.dispose()

@@ -141,6 +141,7 @@ class TrialRow(Base):
     node_id: Mapped[str | None] = mapped_column(String(255))
     node_ip: Mapped[str | None] = mapped_column(String(64))
     device: Mapped[str | None] = mapped_column(Text)
+    cpu: Mapped[str | None] = mapped_column(Text)
     checkpoint: Mapped[str | None] = mapped_column(Text)
     mlflow_run_id: Mapped[str | None] = mapped_column(String(64))
     retries: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

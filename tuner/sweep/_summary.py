@@ -47,7 +47,7 @@ def trial_view_from_result(
     confirmation trial's own; a search trial's spec seed + index). `last_metric`: the
     metric's last reported value (an iteration without an episode reports none)."""
     info = result.get("tuner") or {
-        k: lookup(result, f"tuner/{k}") for k in ("seed", "node_id", "device")
+        k: lookup(result, f"tuner/{k}") for k in ("seed", "node_id", "device", "cpu")
     }
     seed = info.get("seed")
     return TrialView(
@@ -62,6 +62,7 @@ def trial_view_from_result(
         node_id=info.get("node_id"),
         node_ip=result.get("node_ip"),
         device=info.get("device"),
+        cpu=info.get("cpu"),
     )
 
 

@@ -277,6 +277,7 @@ class StoreRecorder(Callback):
             node_ip=result.get("node_ip"),
             node_id=extra.get("node_id"),
             device=extra.get("device"),
+            cpu=extra.get("cpu"),
         )
         self.store.add_metric_points(
             self.experiment_id,

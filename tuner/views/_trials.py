@@ -61,6 +61,12 @@ class TrialView(_View):
     node_id: str | None = None
     node_ip: str | None = None
     device: str | None = None
+    cpu: str | None = Field(
+        None,
+        description="The CPU and torch's kernel level it trained on (with its remote "
+        "Learners' where they run on another): a seed trains the same numbers only where "
+        "this matches.",
+    )
     checkpoint: str | None = None
     mlflow_run_id: str | None = None
     mlflow_url: str | None = Field(None, description="Its MLflow run in the UI (service only).")

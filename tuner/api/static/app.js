@@ -763,6 +763,11 @@ function trialColumns(configKeys) {
     })),
     { key: 'node_ip', label: 'Node', get: (t) => t.node_ip },
     { key: 'device', label: 'Device', get: (t) => t.device },
+    // the CPU and torch's kernel level: a seed trains the same numbers only where it matches
+    {
+      key: 'cpu', label: 'CPU', get: (t) => t.cpu,
+      html: (t) => (t.cpu ? `<span title="${esc(t.cpu)}">${esc(t.cpu)}</span>` : ''),
+    },
     {
       key: 'error', label: 'Error', get: (t) => t.error,
       html: (t) => (t.error ? `<span title="${esc(t.error)}">${esc(lastLine(t.error, 80))}</span>` : ''),
