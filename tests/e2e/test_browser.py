@@ -38,7 +38,10 @@ def _sweeps_page(server, browser, exp_id: str):
 
 def test_trial_table_updates_without_reload(server, browser):
     spec = tiny("browser", iterations=6)
-    spec["config"]["min_time_s_per_iteration"] = 1
+    # 4 s an iteration: the first rows reach the page a few iterations in (2026-12-02,
+    # 9 of the 12 iterations done at 1 s each on loaded cores; under CI's load all 12,
+    # leaving no update to see), so each trial lives 24 s or more
+    spec["config"]["min_time_s_per_iteration"] = 4
     # a batch of 128: PPO's vectorised default gives its trials 4 envs (of 32+ steps
     # each), shown with the best
     spec["config"]["train_batch_size_per_learner"] = 128
