@@ -38,9 +38,9 @@ def _sweeps_page(server, browser, exp_id: str):
 
 def test_trial_table_updates_without_reload(server, browser):
     spec = tiny("browser", iterations=6)
-    # 4 s an iteration: the first rows reach the page a few iterations in (2026-12-02,
-    # 9 of the 12 iterations done at 1 s each on loaded cores; under CI's load all 12,
-    # leaving no update to see), so each trial lives 24 s or more
+    # 4 s an iteration: at 1 s the first rows reached the page with 9 of the 12
+    # iterations done on loaded cores (2026-12-02), and under CI's load this test once
+    # saw no update at all; each trial now lives 24 s or more (rows shown at 0 and 0)
     spec["config"]["min_time_s_per_iteration"] = 4
     # a batch of 128: PPO's vectorised default gives its trials 4 envs (of 32+ steps
     # each), shown with the best
