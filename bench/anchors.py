@@ -17,10 +17,18 @@ run` timed from process start to end:
 
     .venv/bin/python bench/quality.py --anchors [--task acrobot-dqn ...]
         [--scheduler fifo|asha] [--trials 16] [--seeds 10] [--method optuna] [--race 2]
+        [--playoff 3:2]
 
 `--race N` adds `search.race: {seeds: N}` (opt-in, docs/spec.md): the 16 trials race
 each config over up to N seeds, so a config that won by a lucky seed meets its next seed
 in the search; its arm is `<scheduler>-raceN`.
+
+`--playoff K:S` spends the 16 runs as a search of 16 - K x S trials and a playoff: the
+search's top K configs on S fresh seeds each (`confirm: {top_k: K, seeds: S}`), the
+best mean over them the answer. The answer then runs as a fixed config (a one-value
+space) on the same 10 fresh seeds as the other arms' confirmation (spec seed + 16 ..),
+so a config that won its one search seed by luck meets S more before it is named; its arm
+is `<scheduler>-playoffKxS`.
 
 `--published` is the ablation that separates the search from the rest: no search, rl-zoo3's
 tuned yml entry for the task (hyperparams/<algo>.yml, DQN tasks) translated into RLlib's
@@ -99,6 +107,10 @@ def user_spec(name: str, anchor: Anchor, args: argparse.Namespace) -> dict[str, 
         spec["scheduler"] = {"type": args.scheduler}
     if args.race:  # each config raced over up to --race seeds inside the 16 trials
         spec["search"]["race"] = {"seeds": args.race}
+    if args.playoff:  # the top K configs on S fresh seeds each, inside the 16 runs
+        top_k, seeds = args.playoff
+        spec["search"]["num_samples"] = args.trials - top_k * seeds
+        spec["confirm"] = {"top_k": top_k, "seeds": seeds}
     if args.published:
         config, model = published_config(anchor, args.steps or anchor.steps)
         if args.published == "plain":  # stable-baselines3's DQN
@@ -147,10 +159,61 @@ def published_config(anchor: Anchor, steps: int) -> tuple[dict[str, Any], dict[s
     return config, {"fcnet_hiddens": hiddens}
 
 
-def run_task(name: str, anchor: Anchor, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def measure_spec(name: str, anchor: Anchor, args: argparse.Namespace, config: dict) -> dict:
+    """--playoff: the playoff's answer as a fixed config (a one-value space, as sampled)
+    on the other arms' fresh seeds (spec seed + trials ..), each scored by the final
+    deterministic evaluation every trial that runs its budget gets."""
+    space = {key: {"choice": [value]} for key, value in config.items()}
+    return {
+        "name": f"anchor-{name}-playoff-answer",
+        "algorithm": anchor.algorithm,
+        "env": anchor.env,
+        "search": {"method": "grid", "num_samples": args.seeds, "space": space},
+        "stop": {"timesteps_total": args.steps or anchor.steps},
+        "resources": {"num_env_runners": 0},
+        "seed": args.trials,
+    }
+
+
+def run_playoff(name: str, anchor: Anchor, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """--playoff: the sweep (search + playoff in one `tuner run`), then its answer on the
+    10 fresh seeds; the playoff's own confirmation kept under `playoff`."""
+    from tuner.seed_stats import stats
+
+    result = run_task(name, anchor, args, tmp)
+    if not result:
+        return {}
+    best = result["best"]
+    measured = run_task(
+        f"{name}-answer", anchor, args, tmp, measure_spec(name, anchor, args, best["config"])
+    )
+    if not measured:
+        return {}
+    trials = sorted(measured.get("trials") or [], key=lambda t: t.get("seed") or 0)
+    scores = [t.get("score") for t in trials]
+    finite = [x for x in scores if x is not None and math.isfinite(x)]
+    result["playoff"] = best.get("confirmed")
+    best["confirmed"] = {
+        **stats(finite),
+        "scores": scores,
+        "seeds": [t.get("seed") for t in trials],
+    }
+    result["wall_search"] += result["wall_confirm"] or 0.0  # the search and its playoff
+    result["wall_confirm"] = measured["wall_search"]  # the measurement: one search stage
+    return result
+
+
+def run_task(
+    name: str,
+    anchor: Anchor,
+    args: argparse.Namespace,
+    tmp: Path,
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One task's sweep (search + confirmation in one `tuner run`): its answer, the walls
-    of the search and the confirmation (from the trials' own start and end times)."""
-    spec = user_spec(name, anchor, args)
+    of the search and the confirmation (from the trials' own start and end times).
+    `spec`: another spec than the user's (--playoff's measurement)."""
+    spec = spec or user_spec(name, anchor, args)
     path = tmp / f"{name}.json"
     path.write_text(json.dumps(spec, indent=2))
     log, out = tmp / f"{name}.log", tmp / f"{name}.out.json"
@@ -207,6 +270,12 @@ def report(name: str, anchor: Anchor, result: dict[str, Any], arm: str) -> None:
         f"{fmt(result['wall_confirm'])} s  scores {confirmed.get('scores')}{partial}"
     )
     print(f"  config {json.dumps(best.get('config'))}")
+    if result.get("playoff"):
+        playoff = result["playoff"]
+        print(
+            f"  playoff (its {len(playoff.get('scores') or [])} seeds): mean "
+            f"{fmt(playoff.get('mean'))}, scores {playoff.get('scores')}"
+        )
     if gap is not None and not partial:
         print(f"RATIO anchors.{name}.{arm}.gap = {gap:.1f}")
 
@@ -259,6 +328,17 @@ def run_sb3(name: str, anchor: Anchor, args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _top_k_seeds(text: str) -> tuple[int, int]:
+    """--playoff's K:S (K at least 1, S at least 2: a mean of one seed is its draw)."""
+    try:
+        top_k, seeds = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--playoff: K:S, not {text!r}") from None
+    if top_k < 1 or seeds < 2:
+        raise argparse.ArgumentTypeError(f"--playoff: K >= 1 and S >= 2, not {text!r}")
+    return top_k, seeds
+
+
 def _one_thread() -> None:
     """One torch thread per SB3 process, as each of our trials gets from Ray."""
     import torch
@@ -286,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--race", type=int, help="search.race: {seeds: N}: configs raced over N seeds"
     )
+    parser.add_argument(
+        "--playoff",
+        type=_top_k_seeds,
+        help="K:S: 16 - K x S trials, then the top K configs on S fresh seeds each",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="--published sb3: seeds at a time")
     parser.add_argument(
         "--timeout", type=float, default=3600, help="per `tuner run` (s); one past it resumes once"
@@ -294,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     search = f"{args.trials} trials ({args.method}"
     search += f", raced over {args.race} seeds" if args.race else ""
+    if args.playoff:
+        top_k, seeds = args.playoff
+        search = f"{args.trials - top_k * seeds} trials ({args.method}, then the top {top_k} "
+        search += f"on {seeds} fresh seeds each"
     if args.published:
         search = f"rl-zoo3's tuned entry on {args.published} (no search"
     print(
@@ -308,10 +397,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.published == "sb3":
                 code |= run_sb3(name, anchor, args)
                 continue
-            result = run_task(name, anchor, args, tmp)
+            play = args.playoff and not args.published
+            result = (run_playoff if play else run_task)(name, anchor, args, tmp)
             if result:
                 arm = f"published_{args.published}" if args.published else args.scheduler
                 arm += f"-race{args.race}" if args.race and not args.published else ""
+                arm += "-playoff{}x{}".format(*args.playoff) if play else ""
                 report(name, anchor, result, arm)
             else:
                 code = 1
